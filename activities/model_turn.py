@@ -1,0 +1,156 @@
+"""The model-turn activity: load the transcript by ref, call the routed model, store nothing twice."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import openai
+from agents import (
+    AgentOutputSchemaBase,
+    FunctionTool,
+    Handoff,
+    ModelSettings,
+    ModelTracing,
+    UserError,
+)
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities._context import activity_logger
+from adapters.models import ModelRouter, RouteError
+from adapters.models.retry_posture import classify_http_status
+from adapters.models.scripted import ScriptExhaustedError
+from adapters.transcripts import TranscriptMissingError, TranscriptStore
+from contracts.model_turn import (
+    MODEL_TURN_ACTIVITY,
+    FunctionToolSpec,
+    HandoffSpec,
+    ModelTurnInput,
+    ModelTurnResult,
+    OutputSchemaSpec,
+    TurnUsage,
+)
+
+
+class _OutputSchema(AgentOutputSchemaBase):
+    """The output schema as the model needs it; validation happens in the workflow's agent."""
+
+    def __init__(self, spec: OutputSchemaSpec) -> None:
+        self._spec = spec
+
+    def is_plain_text(self) -> bool:
+        return self._spec.output_type_name in (None, "str")
+
+    def name(self) -> str:
+        return self._spec.output_type_name or "str"
+
+    def json_schema(self) -> dict[str, Any]:
+        if self._spec.json_schema is None:
+            raise UserError("output type is plain text; it has no JSON schema")
+        return self._spec.json_schema
+
+    def is_strict_json_schema(self) -> bool:
+        return self._spec.strict_json_schema
+
+    def validate_json(self, json_str: str) -> Any:
+        raise NotImplementedError("validated in the workflow")
+
+
+async def _never_invoked(*_: Any) -> Any:
+    raise RuntimeError("tools run through the tool-call activity, never inside a model turn")
+
+
+def _tool(spec: FunctionToolSpec) -> FunctionTool:
+    return FunctionTool(
+        name=spec.name,
+        description=spec.description,
+        params_json_schema=spec.params_json_schema,
+        on_invoke_tool=_never_invoked,
+        strict_json_schema=spec.strict_json_schema,
+    )
+
+
+def _handoff(spec: HandoffSpec) -> Handoff[Any, Any]:
+    return Handoff(
+        tool_name=spec.tool_name,
+        tool_description=spec.tool_description,
+        input_json_schema=spec.input_json_schema,
+        agent_name=spec.agent_name,
+        strict_json_schema=spec.strict_json_schema,
+        on_invoke_handoff=_never_invoked,
+    )
+
+
+class ModelTurnActivities:
+    """Holds the worker's model router and transcript store."""
+
+    def __init__(self, router: ModelRouter, transcripts: TranscriptStore) -> None:
+        self._router = router
+        self._transcripts = transcripts
+
+    @activity.defn(name=MODEL_TURN_ACTIVITY)
+    async def model_turn(self, turn: ModelTurnInput) -> ModelTurnResult:
+        log = activity_logger(step=turn.step, route=turn.model_route)
+        try:
+            ref, items = await self._transcripts.append(
+                turn.run_id, turn.parent_ref, turn.new_items
+            )
+        except TranscriptMissingError as err:
+            raise ApplicationError(str(err), type="TranscriptMissing", non_retryable=True) from err
+        model_input = await self._transcripts.expand_markers(items)
+        try:
+            model = self._router.get(turn.model_route)
+        except (RouteError, OSError, ValueError) as err:
+            raise ApplicationError(str(err), type="ModelRouteError", non_retryable=True) from err
+        started = time.perf_counter()
+        try:
+            response = await model.get_response(
+                system_instructions=turn.system_instructions,
+                input=model_input,  # type: ignore[arg-type]
+                model_settings=ModelSettings(**turn.model_settings),
+                tools=[_tool(t) for t in turn.tools],
+                output_schema=_OutputSchema(turn.output_schema) if turn.output_schema else None,
+                handoffs=[_handoff(h) for h in turn.handoffs],
+                tracing=ModelTracing.DISABLED,
+                previous_response_id=turn.previous_response_id,
+                conversation_id=turn.conversation_id,
+                prompt=None,
+            )
+        except openai.APIStatusError as err:
+            posture = classify_http_status(err.status_code, err.response.headers)
+            log.warning("model_call_failed", status=err.status_code, retryable=posture.retryable)
+            raise ApplicationError(
+                f"model provider answered {posture.reason}: {err.message}",
+                type="ModelHTTPError",
+                non_retryable=not posture.retryable,
+                next_retry_delay=posture.delay,
+            ) from err
+        except (openai.APIConnectionError, openai.APITimeoutError) as err:
+            log.warning("model_call_unreachable", error=str(err))
+            raise ApplicationError(
+                f"model provider unreachable: {err}", type="ModelUnreachable"
+            ) from err
+        except ScriptExhaustedError as err:
+            raise ApplicationError(str(err), type="ScriptExhausted", non_retryable=True) from err
+        usage = response.usage
+        log.info(
+            "model_turn",
+            transcript_ref=ref,
+            items=len(items),
+            new_items=len(turn.new_items),
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            ms=round((time.perf_counter() - started) * 1000, 1),
+        )
+        return ModelTurnResult(
+            output=[item.model_dump(mode="json", exclude_unset=True) for item in response.output],
+            usage=TurnUsage(
+                requests=usage.requests,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                total_tokens=usage.total_tokens,
+            ),
+            response_id=response.response_id,
+            transcript_ref=ref,
+        )

@@ -1,0 +1,1 @@
+"""The `groundwork` command line."""

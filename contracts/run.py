@@ -1,0 +1,156 @@
+"""The Run: what starts one (RunSpec), what it knows about itself (RunState), how it ends (RunResult)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from contracts.status import FailureReason, RunStatus, WaitingReason
+
+RUN_WORKFLOW_TYPE = "AgentRun"
+WORKFLOW_ID_PREFIX = "run-"
+MAX_LAST_EVENTS = 20
+
+
+def workflow_id_for(run_id: str) -> str:
+    """Every Run's workflow id is derived from our run_id, so starting it twice finds the same run."""
+    return f"{WORKFLOW_ID_PREFIX}{run_id}"
+
+
+def run_id_from_workflow_id(workflow_id: str) -> str:
+    return workflow_id.removeprefix(WORKFLOW_ID_PREFIX)
+
+
+class EffectClass(StrEnum):
+    """How dangerous a tool's side effect is; decides retry, reconcile and approval."""
+
+    READ = "read"
+    IDEMPOTENT_WRITE = "idempotent_write"
+    WRITE = "write"
+    IRREVERSIBLE = "irreversible"
+
+
+class ApprovalRule(StrEnum):
+    NEVER = "never"
+    ALWAYS = "always"
+
+
+class ToolPolicy(BaseModel):
+    """One tool's entry in the policy snapshot a Run carries."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    effect_class: EffectClass = EffectClass.READ
+    """The tool's effect class; undeclared tools are treated as `read`."""
+    allowed: bool = True
+    """A disallowed tool call becomes a denial the model sees as the tool result."""
+    approval: ApprovalRule = ApprovalRule.NEVER
+
+
+class Budgets(BaseModel):
+    """Limits checked before each new action; exhaustion ends the run FAILED(budget)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_steps: int = Field(default=20, ge=1)
+    """Model turns the run may take."""
+    max_tool_calls: int = Field(default=50, ge=0)
+    max_tokens: int = Field(default=200_000, ge=1)
+    """Total tokens (input + output) summed over model turns, as reported by the model."""
+
+
+class BudgetUsage(BaseModel):
+    steps: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+class Release(BaseModel):
+    """What exactly runs: the agent and the configuration pinned for this Run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str
+    """Name of the agent in the worker's catalog."""
+    release_id: str = "dev"
+    model_route: str = "scripted:default"
+    """`scripted:<file>`, `openai:<model>` or `openai-compatible:<base-url>|<model>`."""
+    definition_hash: str = ""
+    tool_schema_hash: str = ""
+    policy_version: str = "1"
+
+    @field_validator("model_route")
+    @classmethod
+    def _route_has_kind(cls, value: str) -> str:
+        kind, sep, rest = value.partition(":")
+        if not sep or not rest or kind not in {"scripted", "openai", "openai-compatible"}:
+            raise ValueError(
+                "model_route must be scripted:<file>, openai:<model> or openai-compatible:<base-url>|<model>"
+            )
+        return value
+
+
+class RunSpec(BaseModel):
+    """The input of AgentRunWorkflow: everything a Run needs, fixed when it starts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")
+    release: Release
+    input: str = Field(min_length=1)
+    principal: str = "local-user"
+    tenant: str = "default"
+    session_id: str | None = None
+    budgets: Budgets = Field(default_factory=Budgets)
+    policy: dict[str, ToolPolicy] = Field(default_factory=dict)
+    """Policy snapshot: tool name -> effect class, allowed, approval rule."""
+    model_task_queue: str | None = None
+    """Task queue for model-turn activities; defaults to the run's own queue."""
+
+
+class RunEvent(BaseModel):
+    """One fact about a run, in order; every status transition is one."""
+
+    seq: int
+    type: str
+    at: datetime
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunState(BaseModel):
+    """What `get_state` answers; also everything the workflow carries over."""
+
+    run_id: str
+    agent: str
+    tenant: str
+    status: RunStatus = RunStatus.CREATED
+    waiting_reason: WaitingReason | None = None
+    failure_reason: FailureReason | None = None
+    failure_message: str | None = None
+    step: int = 0
+    budgets: Budgets = Field(default_factory=Budgets)
+    usage: BudgetUsage = Field(default_factory=BudgetUsage)
+    last_events: list[RunEvent] = Field(default_factory=list)
+    event_count: int = 0
+    final_output: str | None = None
+    transcript_ref: str | None = None
+
+
+class RunResult(BaseModel):
+    """How a run ended; the workflow's result when COMPLETED, the failure details when FAILED."""
+
+    run_id: str
+    status: RunStatus
+    final_output: str | None = None
+    failure_reason: FailureReason | None = None
+    failure_message: str | None = None
+    usage: BudgetUsage = Field(default_factory=BudgetUsage)
+    transcript_ref: str | None = None

@@ -1,0 +1,1 @@
+"""Agent definitions: ordinary `agents.Agent` objects, named in the catalog the worker serves."""

@@ -1,0 +1,56 @@
+"""Test helpers: a worker on a fresh task queue, scripts written to temp files, run starters."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+
+from contracts.run import Budgets, Release, RunResult, RunSpec
+from workers.run_client import start_run
+from workers.settings import Settings
+from workers.worker import build_worker, worker_deps
+
+
+def write_script(tmp_path: Path, turns: list[dict[str, Any]], repeat_last: bool = False) -> Path:
+    path = tmp_path / f"script-{uuid.uuid4().hex[:8]}.json"
+    path.write_text(json.dumps({"turns": turns, "repeat_last": repeat_last}))
+    return path
+
+
+@asynccontextmanager
+async def running_worker(
+    client: Client, task_queue: str, database_url: str, **settings: Any
+) -> AsyncIterator[None]:
+    config = Settings(task_queue=task_queue, **settings)
+    async with (
+        worker_deps(config, database_url) as deps,
+        build_worker(client, task_queue, deps, config),
+    ):
+        yield
+
+
+def spec(
+    route: str,
+    *,
+    agent: str = "source-reader",
+    text: str = "Where is RetryPolicy defined?",
+    budgets: Budgets | None = None,
+    **extra: Any,
+) -> RunSpec:
+    return RunSpec(
+        run_id=f"t-{uuid.uuid4().hex[:12]}",
+        release=Release(agent=agent, model_route=route),
+        input=text,
+        budgets=budgets or Budgets(),
+        **extra,
+    )
+
+
+async def start(client: Client, run: RunSpec, task_queue: str) -> WorkflowHandle[Any, RunResult]:
+    return await start_run(client, run, task_queue)

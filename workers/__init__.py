@@ -1,0 +1,1 @@
+"""Worker processes, their configuration, and the embedded development stack."""

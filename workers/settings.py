@@ -1,0 +1,43 @@
+"""The one configuration surface: GROUNDWORK_* environment variables, read in entry points only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="GROUNDWORK_", extra="ignore")
+
+    home: Path = Path(".groundwork")
+    """Where the embedded stack keeps its data, logs and state file."""
+    temporal_address: str | None = None
+    """host:port of an external Temporal; when set, `up` starts no embedded Temporal."""
+    temporal_namespace: str = "default"
+    temporal_port: int = 7233
+    """Port of the embedded Temporal dev server's frontend."""
+    ui_port: int = 8233
+    """Port of the embedded Temporal Web UI."""
+    database_url: str | None = None
+    """libpq URL of an external Postgres; when set, `up` starts no embedded Postgres."""
+    task_queue: str = "groundwork"
+    max_concurrent_activities: int = 100
+    openai_base_url: str | None = None
+    scripts_dir: Path | None = None
+    scripted_call_log: Path | None = None
+    log_level: str = "INFO"
+    web_ui_url: str | None = None
+    """Base URL of the Web UI for printed links; defaults to the embedded UI."""
+    openai_api_key: str | None = Field(default=None, validation_alias="OPENAI_API_KEY")
+
+    @property
+    def state_file(self) -> Path:
+        return self.home / "stack.json"
+
+    def ui_base(self) -> str:
+        return self.web_ui_url or f"http://localhost:{self.ui_port}"
+
+    def run_url(self, workflow_id: str) -> str:
+        return f"{self.ui_base()}/namespaces/{self.temporal_namespace}/workflows/{workflow_id}"

@@ -1,0 +1,109 @@
+"""The Groundwork worker: AgentRunWorkflow plus the model-turn and tool-call activities."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import structlog
+from psycopg_pool import AsyncConnectionPool
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from activities.model_turn import ModelTurnActivities
+from activities.tool_call import ToolCallActivities
+from adapters.models import ModelRouter
+from adapters.models.routes import ModelRouterConfig
+from adapters.transcripts import TranscriptStore
+from workers.client import connect
+from workers.settings import Settings
+from workflows.agent_run import AgentRunWorkflow
+
+log = structlog.get_logger(__name__)
+
+# openai-agents imports lazily at run time, so passing modules through at import is not enough.
+PASSTHROUGH_MODULES = ("agents", "openai", "definitions", "httpx", "pydantic_core")
+
+
+def sandbox_runner() -> SandboxedWorkflowRunner:
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
+    )
+
+
+def prepare_agents_sdk() -> None:
+    """No trace export, and a provider built outside the sandbox (it reads platform info)."""
+    os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
+    from agents import set_trace_processors, set_tracing_disabled
+    from agents.tracing import set_trace_provider
+    from agents.tracing.provider import DefaultTraceProvider
+
+    set_trace_provider(DefaultTraceProvider())
+    set_trace_processors([])
+    set_tracing_disabled(True)
+
+
+@dataclass
+class WorkerDeps:
+    pool: AsyncConnectionPool
+    router: ModelRouter
+    transcripts: TranscriptStore
+
+
+@asynccontextmanager
+async def worker_deps(settings: Settings, database_url: str) -> AsyncIterator[WorkerDeps]:
+    pool = AsyncConnectionPool(
+        database_url, min_size=1, max_size=10, open=False, kwargs={"autocommit": True}
+    )
+    await pool.open(wait=True, timeout=30)
+    try:
+        router = ModelRouter(
+            ModelRouterConfig(
+                openai_api_key=settings.openai_api_key,
+                openai_base_url=settings.openai_base_url,
+                scripts_dir=settings.scripts_dir,
+                scripted_call_log=settings.scripted_call_log,
+            )
+        )
+        yield WorkerDeps(pool=pool, router=router, transcripts=TranscriptStore(pool))
+    finally:
+        await pool.close()
+
+
+def build_worker(client: Client, task_queue: str, deps: WorkerDeps, settings: Settings) -> Worker:
+    prepare_agents_sdk()
+    models = ModelTurnActivities(deps.router, deps.transcripts)
+    tools = ToolCallActivities(deps.transcripts)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[AgentRunWorkflow],
+        activities=[models.model_turn, tools.tool_call],
+        workflow_runner=sandbox_runner(),
+        max_concurrent_activities=settings.max_concurrent_activities,
+    )
+
+
+async def run_worker(settings: Settings, temporal_address: str, database_url: str) -> None:
+    """Serve until SIGINT/SIGTERM, then finish in-flight tasks and exit."""
+    client = await connect(temporal_address, settings.temporal_namespace)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with worker_deps(settings, database_url) as deps:
+        worker = build_worker(client, settings.task_queue, deps, settings)
+        log.info(
+            "worker_started",
+            task_queue=settings.task_queue,
+            temporal=temporal_address,
+            pid=os.getpid(),
+        )
+        async with worker:
+            await stop.wait()
+        log.info("worker_stopped", task_queue=settings.task_queue)

@@ -1,0 +1,1 @@
+"""Deterministic workflows only; each module holds one workflow and imports no I/O."""

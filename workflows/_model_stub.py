@@ -1,0 +1,234 @@
+"""An `agents.Model` that lives in the workflow and runs each model turn as an activity.
+
+It sends the transcript as a reference to what is already stored plus the items that are
+new since then, so a turn's history cost does not grow with the transcript.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from agents import (
+        AgentOutputSchema,
+        AgentOutputSchemaBase,
+        FunctionTool,
+        Handoff,
+        Model,
+        ModelProvider,
+        ModelResponse,
+        ModelSettings,
+        ModelTracing,
+        Tool,
+        Usage,
+    )
+    from agents.items import TResponseInputItem, TResponseStreamEvent
+    from openai.types.responses import (
+        ResponseFunctionToolCall,
+        ResponseOutputMessage,
+        ResponseReasoningItem,
+    )
+    from pydantic import TypeAdapter
+    from pydantic_core import to_jsonable_python
+
+from contracts.hashing import content_hash
+from contracts.model_turn import (
+    MODEL_TURN_ACTIVITY,
+    FunctionToolSpec,
+    HandoffSpec,
+    ModelTurnInput,
+    ModelTurnResult,
+    OutputSchemaSpec,
+)
+
+_OUTPUT_TYPES: dict[str, type[BaseModel]] = {
+    "function_call": ResponseFunctionToolCall,
+    "message": ResponseOutputMessage,
+    "reasoning": ResponseReasoningItem,
+}
+
+MODEL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=8,
+)
+
+
+def plain_item(item: Any) -> dict[str, Any]:
+    """A transcript item as plain JSON; unset pydantic fields stay out so hashes are stable."""
+    if isinstance(item, BaseModel):
+        return item.model_dump(mode="json", exclude_unset=True)
+    value = to_jsonable_python(item)
+    if not isinstance(value, dict):
+        raise TypeError(f"transcript item is not an object: {type(item).__name__}")
+    return value
+
+
+def _output_item(data: dict[str, Any]) -> Any:
+    model = _OUTPUT_TYPES.get(str(data.get("type")))
+    if model is not None:
+        return model.model_validate(data)
+    from openai.types.responses import ResponseOutputItem
+
+    return TypeAdapter(ResponseOutputItem).validate_python(data)
+
+
+def _output_schema(schema: AgentOutputSchemaBase | None) -> OutputSchemaSpec | None:
+    if schema is None:
+        return None
+    wrapped = (
+        bool(getattr(schema, "_is_wrapped", False))
+        if isinstance(schema, AgentOutputSchema)
+        else False
+    )
+    return OutputSchemaSpec(
+        output_type_name=schema.name(),
+        is_wrapped=wrapped,
+        json_schema=None if schema.is_plain_text() else schema.json_schema(),
+        strict_json_schema=schema.is_strict_json_schema(),
+    )
+
+
+def _tool_specs(tools: list[Tool]) -> list[FunctionToolSpec]:
+    specs: list[FunctionToolSpec] = []
+    for tool in tools:
+        if not isinstance(tool, FunctionTool):
+            raise TypeError(
+                f"tool {tool.name!r} ({type(tool).__name__}) is not a function tool; "
+                "Groundwork runs only function tools, so every call passes the tool gateway"
+            )
+        specs.append(
+            FunctionToolSpec(
+                name=tool.name,
+                description=tool.description,
+                params_json_schema=tool.params_json_schema,
+                strict_json_schema=tool.strict_json_schema,
+            )
+        )
+    return specs
+
+
+class TurnHooks:
+    """What the workflow does around each turn: budget checks before, accounting after."""
+
+    def __init__(
+        self,
+        before: Callable[[], int],
+        after: Callable[[ModelTurnResult], None],
+    ) -> None:
+        self.before = before
+        self.after = after
+
+
+class WorkflowModel(Model):
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        route: str,
+        agent_name: Callable[[], str],
+        hooks: TurnHooks,
+        task_queue: str | None,
+        timeout: timedelta,
+    ) -> None:
+        self._run_id = run_id
+        self._route = route
+        self._agent_name = agent_name
+        self._hooks = hooks
+        self._task_queue = task_queue
+        self._timeout = timeout
+        self._stored_ref: str | None = None
+        self._stored_hashes: list[str] = []
+
+    def _split(self, hashes: list[str]) -> tuple[str | None, int]:
+        """The stored ref to build on and how many leading items it already holds."""
+        known = self._stored_hashes
+        if self._stored_ref is not None and hashes[: len(known)] == known:
+            return self._stored_ref, len(known)
+        return None, 0
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff[Any, Any]],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        prompt: Any = None,
+    ) -> ModelResponse:
+        step = self._hooks.before()
+        raw = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
+        items = [plain_item(item) for item in raw]
+        hashes = [content_hash(item) for item in items]
+        parent_ref, known = self._split(hashes)
+        turn = ModelTurnInput(
+            run_id=self._run_id,
+            step=step,
+            model_route=self._route,
+            agent_name=self._agent_name(),
+            system_instructions=system_instructions,
+            parent_ref=parent_ref,
+            new_items=items[known:],
+            new_item_hashes=hashes[known:],
+            model_settings=model_settings.to_json_dict(),
+            tools=_tool_specs(tools),
+            handoffs=[
+                HandoffSpec(
+                    tool_name=h.tool_name,
+                    tool_description=h.tool_description,
+                    input_json_schema=h.input_json_schema,
+                    agent_name=h.agent_name,
+                    strict_json_schema=h.strict_json_schema,
+                )
+                for h in handoffs
+            ],
+            output_schema=_output_schema(output_schema),
+            previous_response_id=previous_response_id,
+            conversation_id=conversation_id,
+        )
+        result: ModelTurnResult = await workflow.execute_activity(
+            MODEL_TURN_ACTIVITY,
+            turn,
+            result_type=ModelTurnResult,
+            task_queue=self._task_queue,
+            start_to_close_timeout=self._timeout,
+            retry_policy=MODEL_RETRY,
+            summary=f"model turn {step} ({self._route})",
+        )
+        self._stored_ref, self._stored_hashes = result.transcript_ref, hashes
+        self._hooks.after(result)
+        return ModelResponse(
+            output=[_output_item(item) for item in result.output],
+            usage=Usage(
+                requests=result.usage.requests,
+                input_tokens=result.usage.input_tokens,
+                output_tokens=result.usage.output_tokens,
+                total_tokens=result.usage.total_tokens,
+            ),
+            response_id=result.response_id,
+        )
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
+        raise NotImplementedError("streaming is not supported inside a durable run; use Runner.run")
+
+
+class WorkflowModelProvider(ModelProvider):
+    """Every model name resolves to the run's one stub: the route comes from the RunSpec."""
+
+    def __init__(self, model: WorkflowModel) -> None:
+        self._model = model
+
+    def get_model(self, model_name: str | None) -> Model:
+        return self._model

@@ -1,0 +1,278 @@
+"""AgentRunWorkflow: one agent Run, durable. The openai-agents loop runs here; every model
+turn and every tool call is an activity, budgets are checked before each action, and each
+status change follows the transition table and is mirrored to search attributes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any, NoReturn
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
+
+with workflow.unsafe.imports_passed_through():
+    from agents import AgentsException, FunctionTool, RunConfig, Runner
+    from agents.tool_context import ToolContext
+
+    from definitions import catalog
+
+from contracts.model_turn import ModelTurnResult
+from contracts.run import (
+    MAX_LAST_EVENTS,
+    BudgetUsage,
+    RunEvent,
+    RunResult,
+    RunSpec,
+    RunState,
+    ToolPolicy,
+)
+from contracts.search_attributes import (
+    GW_AGENT,
+    GW_RELEASE,
+    GW_STATUS,
+    GW_TENANT,
+    GW_WAITING_REASON,
+)
+from contracts.status import FailureReason, RunStatus, WaitingReason, check_transition
+from contracts.tool_call import TOOL_CALL_ACTIVITY, ToolCallInput, ToolCallResult
+from workflows._model_stub import TurnHooks, WorkflowModel, WorkflowModelProvider
+from workflows._tool_gateway import govern
+
+TOOL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=5,
+)
+MODEL_TURN_TIMEOUT = timedelta(minutes=2)
+TOOL_CALL_TIMEOUT = timedelta(minutes=2)
+
+
+class BudgetExhaustedError(Exception):
+    """Raised before an action the budget does not allow; ends the run FAILED(budget)."""
+
+
+@workflow.defn(name="AgentRun")
+class AgentRunWorkflow:
+    @workflow.init
+    def __init__(self, spec: RunSpec) -> None:
+        self._spec = spec
+        self._state = RunState(
+            run_id=spec.run_id,
+            agent=spec.release.agent,
+            tenant=spec.tenant,
+            budgets=spec.budgets,
+        )
+        self._current_agent = spec.release.agent
+        self._budget_exhausted: str | None = None
+
+    @workflow.query
+    def get_state(self) -> RunState:
+        return self._state
+
+    @workflow.run
+    async def run(self, spec: RunSpec) -> RunResult:
+        self._transition(RunStatus.RUNNING, "RunStarted", input_chars=len(spec.input))
+        try:
+            agent = govern(catalog.build(spec.release.agent), self._invoke_tool)
+        except catalog.UnknownAgentError as err:
+            return self._fail(FailureReason.AGENT_ERROR, str(err))
+        model = WorkflowModel(
+            run_id=spec.run_id,
+            route=spec.release.model_route,
+            agent_name=lambda: self._current_agent,
+            hooks=TurnHooks(before=self._before_model_turn, after=self._after_model_turn),
+            task_queue=spec.model_task_queue,
+            timeout=MODEL_TURN_TIMEOUT,
+        )
+        try:
+            result = await Runner.run(
+                agent,
+                spec.input,
+                run_config=RunConfig(
+                    model_provider=WorkflowModelProvider(model),
+                    tracing_disabled=True,
+                    workflow_name=f"run-{spec.run_id}",
+                ),
+                # Our step budget is the limit; the SDK's own must never be the one that trips.
+                max_turns=spec.budgets.max_steps + 1,
+            )
+        except asyncio.CancelledError:
+            self._cancelled()
+            raise
+        except BudgetExhaustedError as err:
+            return self._fail(FailureReason.BUDGET, str(err))
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                self._cancelled()
+                raise CancelledError("run cancelled") from err
+            return self._fail(*self._activity_failure(err))
+        except AgentsException as err:
+            if self._budget_exhausted is not None:
+                return self._fail(FailureReason.BUDGET, self._budget_exhausted)
+            return self._fail(FailureReason.AGENT_ERROR, f"{type(err).__name__}: {err}")
+        if self._budget_exhausted is not None:
+            # A budget error raised inside a tool can be swallowed by the SDK; it still ends the run.
+            return self._fail(FailureReason.BUDGET, self._budget_exhausted)
+        output = result.final_output
+        text = output if isinstance(output, str) else _to_text(output)
+        self._state.final_output = text
+        self._transition(RunStatus.COMPLETED, "RunCompleted", output_chars=len(text))
+        return self._result()
+
+    # -- budgets and accounting -------------------------------------------------------
+
+    def _exhaust(self, message: str) -> BudgetExhaustedError:
+        self._budget_exhausted = message
+        return BudgetExhaustedError(message)
+
+    def _before_model_turn(self) -> int:
+        usage, budgets = self._state.usage, self._spec.budgets
+        if usage.steps >= budgets.max_steps:
+            raise self._exhaust(
+                f"max_steps={budgets.max_steps} reached before step {usage.steps + 1}"
+            )
+        if usage.tokens >= budgets.max_tokens:
+            raise self._exhaust(f"max_tokens={budgets.max_tokens} reached ({usage.tokens} used)")
+        usage.steps += 1
+        self._state.step = usage.steps
+        return usage.steps
+
+    def _after_model_turn(self, result: ModelTurnResult) -> None:
+        usage = self._state.usage
+        usage.input_tokens += result.usage.input_tokens
+        usage.output_tokens += result.usage.output_tokens
+        self._state.transcript_ref = result.transcript_ref
+        calls = [o.get("name") for o in result.output if o.get("type") == "function_call"]
+        self._event(
+            "ModelTurnCompleted",
+            step=usage.steps,
+            tool_calls=calls,
+            input_tokens=result.usage.input_tokens,
+            output_tokens=result.usage.output_tokens,
+        )
+
+    async def _invoke_tool(
+        self, agent_name: str, tool: FunctionTool, ctx: ToolContext[Any], arguments: str
+    ) -> str:
+        usage, budgets = self._state.usage, self._spec.budgets
+        if self._budget_exhausted is not None:
+            raise BudgetExhaustedError(self._budget_exhausted)
+        if usage.tool_calls >= budgets.max_tool_calls:
+            raise self._exhaust(
+                f"max_tool_calls={budgets.max_tool_calls} reached before calling {tool.name}"
+            )
+        policy = self._spec.policy.get(tool.name, ToolPolicy())
+        if not policy.allowed:
+            self._event("ToolDenied", tool=tool.name, call_id=ctx.tool_call_id)
+            return f"denied: tool {tool.name!r} is not allowed for this run (policy {self._spec.release.policy_version})"
+        usage.tool_calls += 1
+        self._event("ToolCalled", tool=tool.name, call_id=ctx.tool_call_id, step=usage.steps)
+        result: ToolCallResult = await workflow.execute_activity(
+            TOOL_CALL_ACTIVITY,
+            ToolCallInput(
+                run_id=self._spec.run_id,
+                step=usage.steps,
+                agent_name=agent_name,
+                tool_name=tool.name,
+                call_id=ctx.tool_call_id,
+                arguments=arguments,
+                effect_class=policy.effect_class,
+            ),
+            result_type=ToolCallResult,
+            start_to_close_timeout=TOOL_CALL_TIMEOUT,
+            retry_policy=TOOL_RETRY,
+            summary=f"{tool.name} ({policy.effect_class.value})",
+        )
+        self._event(
+            "ToolReturned",
+            tool=tool.name,
+            call_id=ctx.tool_call_id,
+            output_bytes=result.output_bytes,
+            stored=result.stored_ref is not None,
+            error=result.error,
+        )
+        return result.output
+
+    # -- status, events, search attributes ---------------------------------------------
+
+    def _event(self, type_: str, **data: Any) -> None:
+        self._state.event_count += 1
+        event = RunEvent(seq=self._state.event_count, type=type_, at=workflow.now(), data=data)
+        self._state.last_events = [*self._state.last_events, event][-MAX_LAST_EVENTS:]
+
+    def _transition(
+        self,
+        target: RunStatus,
+        event: str,
+        waiting_reason: WaitingReason | None = None,
+        **data: Any,
+    ) -> None:
+        check_transition(self._state.status, target)
+        previous = self._state.status
+        self._state.status = target
+        self._state.waiting_reason = waiting_reason
+        self._event(event, status_from=previous.value, status_to=target.value, **data)
+        workflow.upsert_search_attributes(
+            [
+                GW_STATUS.value_set(target.value),
+                GW_WAITING_REASON.value_set(waiting_reason.value if waiting_reason else ""),
+                GW_AGENT.value_set(self._spec.release.agent),
+                GW_TENANT.value_set(self._spec.tenant),
+                GW_RELEASE.value_set(self._spec.release.release_id),
+            ]
+        )
+        workflow.logger.info(
+            "run status %s -> %s", previous.value, target.value, extra={"run_id": self._spec.run_id}
+        )
+
+    def _result(self) -> RunResult:
+        return RunResult(
+            run_id=self._spec.run_id,
+            status=self._state.status,
+            final_output=self._state.final_output,
+            failure_reason=self._state.failure_reason,
+            failure_message=self._state.failure_message,
+            usage=self._state.usage.model_copy() if self._state.usage else BudgetUsage(),
+            transcript_ref=self._state.transcript_ref,
+        )
+
+    def _fail(self, reason: FailureReason, message: str) -> NoReturn:
+        self._state.failure_reason = reason
+        self._state.failure_message = message
+        self._transition(RunStatus.FAILED, "RunFailed", reason=reason.value, message=message)
+        # Failing the workflow (not returning) keeps Temporal's own status equal to ours.
+        raise ApplicationError(
+            f"run failed ({reason.value}): {message}",
+            self._result().model_dump(mode="json"),
+            type=f"RunFailed.{reason.value}",
+            non_retryable=True,
+        )
+
+    def _cancelled(self) -> None:
+        if not self._state.status.is_terminal:
+            self._transition(RunStatus.CANCELLED, "RunCancelled")
+
+    @staticmethod
+    def _activity_failure(err: ActivityError) -> tuple[FailureReason, str]:
+        cause: BaseException | None = err.cause
+        message = str(cause) if cause else str(err)
+        kind = FailureReason.INTERNAL
+        if isinstance(cause, ApplicationError) and cause.type:
+            kind = (
+                FailureReason.TOOL_ERROR
+                if cause.type == "UnknownAgent"
+                else FailureReason.MODEL_ERROR
+            )
+        if isinstance(cause, FailureError) and "tool_call" in (err.activity_type or ""):
+            kind = FailureReason.TOOL_ERROR
+        return kind, f"{err.activity_type}: {message}"
+
+
+def _to_text(output: Any) -> str:
+    if hasattr(output, "model_dump_json"):
+        return str(output.model_dump_json())
+    return str(output)
