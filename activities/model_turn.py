@@ -18,6 +18,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities._context import activity_logger
+from activities._heartbeat import heartbeating
 from adapters.models import ModelRouter, RouteError
 from adapters.models.retry_posture import classify_http_status
 from adapters.models.scripted import ScriptExhaustedError
@@ -105,18 +106,19 @@ class ModelTurnActivities:
             raise ApplicationError(str(err), type="ModelRouteError", non_retryable=True) from err
         started = time.perf_counter()
         try:
-            response = await model.get_response(
-                system_instructions=turn.system_instructions,
-                input=model_input,  # type: ignore[arg-type]
-                model_settings=ModelSettings(**turn.model_settings),
-                tools=[_tool(t) for t in turn.tools],
-                output_schema=_OutputSchema(turn.output_schema) if turn.output_schema else None,
-                handoffs=[_handoff(h) for h in turn.handoffs],
-                tracing=ModelTracing.DISABLED,
-                previous_response_id=turn.previous_response_id,
-                conversation_id=turn.conversation_id,
-                prompt=None,
-            )
+            async with heartbeating():
+                response = await model.get_response(
+                    system_instructions=turn.system_instructions,
+                    input=model_input,  # type: ignore[arg-type]
+                    model_settings=ModelSettings(**turn.model_settings),
+                    tools=[_tool(t) for t in turn.tools],
+                    output_schema=_OutputSchema(turn.output_schema) if turn.output_schema else None,
+                    handoffs=[_handoff(h) for h in turn.handoffs],
+                    tracing=ModelTracing.DISABLED,
+                    previous_response_id=turn.previous_response_id,
+                    conversation_id=turn.conversation_id,
+                    prompt=None,
+                )
         except openai.APIStatusError as err:
             posture = classify_http_status(err.status_code, err.response.headers)
             log.warning("model_call_failed", status=err.status_code, retryable=posture.retryable)

@@ -15,6 +15,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities._context import activity_logger
+from activities._heartbeat import heartbeating
 from adapters.transcripts import TranscriptStore
 from contracts.hashing import blob_marker
 from contracts.tool_call import (
@@ -87,7 +88,8 @@ class ToolCallActivities:
         )
         # FunctionTool.on_invoke_tool already turns the function's exceptions into the
         # model-visible error text its failure_error_function chooses.
-        output = _as_text(await tool.on_invoke_tool(context, call.arguments))
+        async with heartbeating():
+            output = _as_text(await tool.on_invoke_tool(context, call.arguments))
         size = len(output.encode())
         if size <= INLINE_OUTPUT_LIMIT:
             log.info("tool_call", output_bytes=size, stored=False)

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import typer
 
+from cli.demo import demo
+from cli.run_commands import run_app
+from cli.stack_commands import db_app, down, status, up, worker
+
 app = typer.Typer(
-    no_args_is_help=True, add_completion=False, help="Durable agent runs on Temporal."
+    no_args_is_help=True,
+    add_completion=False,
+    help="Durable agent runs: Temporal workflows, a Postgres ledger, approvals and inputs.",
 )
-
-
-@app.callback()
-def _root() -> None:
-    """Durable agent runs: Temporal workflows, a Postgres ledger, approvals and inputs."""
+app.command()(up)
+app.command()(down)
+app.command()(status)
+app.command()(worker)
+app.command()(demo)
+app.add_typer(run_app, name="run")
+app.add_typer(db_app, name="db")
 
 
 def main() -> None:

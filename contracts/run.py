@@ -62,6 +62,17 @@ class Budgets(BaseModel):
     """Total tokens (input + output) summed over model turns, as reported by the model."""
 
 
+class ActivityTimeouts(BaseModel):
+    """How long a model turn or tool call may take, and how fast a dead worker is noticed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model_turn_s: float = Field(default=120.0, gt=0)
+    tool_call_s: float = Field(default=120.0, gt=0)
+    heartbeat_s: float = Field(default=20.0, gt=0)
+    """A worker that dies mid-call is detected after this long, and the call is retried."""
+
+
 class BudgetUsage(BaseModel):
     steps: int = 0
     tool_calls: int = 0
@@ -112,6 +123,7 @@ class RunSpec(BaseModel):
     budgets: Budgets = Field(default_factory=Budgets)
     policy: dict[str, ToolPolicy] = Field(default_factory=dict)
     """Policy snapshot: tool name -> effect class, allowed, approval rule."""
+    timeouts: ActivityTimeouts = Field(default_factory=ActivityTimeouts)
     model_task_queue: str | None = None
     """Task queue for model-turn activities; defaults to the run's own queue."""
 

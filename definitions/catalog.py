@@ -7,12 +7,13 @@ from typing import Any
 
 from agents import Agent
 
-from definitions import source_reader
+from definitions import filler, source_reader
 
 AgentFactory = Callable[[], Agent[Any]]
 
 CATALOG: Mapping[str, AgentFactory] = {
     "source-reader": source_reader.build_agent,
+    "filler": filler.build_agent,
 }
 
 

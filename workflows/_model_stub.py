@@ -137,6 +137,7 @@ class WorkflowModel(Model):
         hooks: TurnHooks,
         task_queue: str | None,
         timeout: timedelta,
+        heartbeat: timedelta,
     ) -> None:
         self._run_id = run_id
         self._route = route
@@ -144,6 +145,7 @@ class WorkflowModel(Model):
         self._hooks = hooks
         self._task_queue = task_queue
         self._timeout = timeout
+        self._heartbeat = heartbeat
         self._stored_ref: str | None = None
         self._stored_hashes: list[str] = []
 
@@ -204,6 +206,7 @@ class WorkflowModel(Model):
             result_type=ModelTurnResult,
             task_queue=self._task_queue,
             start_to_close_timeout=self._timeout,
+            heartbeat_timeout=self._heartbeat,
             retry_policy=MODEL_RETRY,
             summary=f"model turn {step} ({self._route})",
         )

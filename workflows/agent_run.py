@@ -28,6 +28,7 @@ from contracts.run import (
     RunSpec,
     RunState,
     ToolPolicy,
+    workflow_id_for,
 )
 from contracts.search_attributes import (
     GW_AGENT,
@@ -47,8 +48,6 @@ TOOL_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=30),
     maximum_attempts=5,
 )
-MODEL_TURN_TIMEOUT = timedelta(minutes=2)
-TOOL_CALL_TIMEOUT = timedelta(minutes=2)
 
 
 class BudgetExhaustedError(Exception):
@@ -76,6 +75,12 @@ class AgentRunWorkflow:
     @workflow.run
     async def run(self, spec: RunSpec) -> RunResult:
         self._transition(RunStatus.RUNNING, "RunStarted", input_chars=len(spec.input))
+        expected_id = workflow_id_for(spec.run_id)
+        if workflow.info().workflow_id != expected_id:
+            return self._fail(
+                FailureReason.AGENT_ERROR,
+                f"workflow id must be {expected_id!r} for run_id {spec.run_id!r}",
+            )
         try:
             agent = govern(catalog.build(spec.release.agent), self._invoke_tool)
         except catalog.UnknownAgentError as err:
@@ -86,7 +91,8 @@ class AgentRunWorkflow:
             agent_name=lambda: self._current_agent,
             hooks=TurnHooks(before=self._before_model_turn, after=self._after_model_turn),
             task_queue=spec.model_task_queue,
-            timeout=MODEL_TURN_TIMEOUT,
+            timeout=timedelta(seconds=spec.timeouts.model_turn_s),
+            heartbeat=timedelta(seconds=spec.timeouts.heartbeat_s),
         )
         try:
             result = await Runner.run(
@@ -183,7 +189,8 @@ class AgentRunWorkflow:
                 effect_class=policy.effect_class,
             ),
             result_type=ToolCallResult,
-            start_to_close_timeout=TOOL_CALL_TIMEOUT,
+            start_to_close_timeout=timedelta(seconds=self._spec.timeouts.tool_call_s),
+            heartbeat_timeout=timedelta(seconds=self._spec.timeouts.heartbeat_s),
             retry_policy=TOOL_RETRY,
             summary=f"{tool.name} ({policy.effect_class.value})",
         )

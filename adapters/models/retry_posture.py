@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -16,26 +17,45 @@ class RetryPosture:
     reason: str
 
 
-def _retry_after(headers: Mapping[str, str]) -> timedelta | None:
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return timedelta(milliseconds=float(ms))
-        except ValueError:
-            pass
-    seconds = headers.get("retry-after")
-    if seconds is not None:
-        try:
-            return timedelta(seconds=float(seconds))
-        except ValueError:
-            return None  # an HTTP date; rare for model APIs, let the retry policy decide
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    """Case-insensitive lookup (httpx headers already are; a plain dict may not be)."""
+    value = headers.get(name)
+    if value is not None:
+        return value
+    for key, candidate in headers.items():
+        if key.lower() == name:
+            return candidate
     return None
+
+
+def _delay(value: str | None, unit: timedelta) -> timedelta | None:
+    """A finite, non-negative number of `unit`s; anything else (an HTTP date, junk) is None."""
+    if value is None:
+        return None
+    try:
+        amount = float(value)
+    except ValueError:
+        return None
+    if not math.isfinite(amount) or amount < 0:
+        return None
+    try:
+        return amount * unit
+    except OverflowError:
+        return None
+
+
+def _retry_after(headers: Mapping[str, str]) -> timedelta | None:
+    delay = _delay(_header(headers, "retry-after-ms"), timedelta(milliseconds=1))
+    if delay is not None:
+        return delay
+    # An HTTP date is rare for model APIs; then the retry policy decides.
+    return _delay(_header(headers, "retry-after"), timedelta(seconds=1))
 
 
 def classify_http_status(status: int, headers: Mapping[str, str]) -> RetryPosture:
     """408, 409, 429 and 5xx are retryable; other 4xx are not; x-should-retry overrides."""
     delay = _retry_after(headers)
-    hint = headers.get("x-should-retry")
+    hint = _header(headers, "x-should-retry")
     if hint == "true":
         return RetryPosture(True, delay, f"HTTP {status}, server says retry")
     if hint == "false":

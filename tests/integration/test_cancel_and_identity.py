@@ -1,0 +1,74 @@
+"""Temporal cancellation ends a run CANCELLED; a run id names one run; a bad workflow id is refused."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.exceptions import ApplicationError, CancelledError
+
+from contracts.run import RunState
+from contracts.search_attributes import GW_STATUS
+from contracts.status import RunStatus
+from tests.helpers import running_worker, spec, start, write_script
+
+
+async def _wait_for_step(handle: object, step: int) -> None:
+    for _ in range(200):
+        state = await handle.query("get_state", result_type=RunState)  # type: ignore[attr-defined]
+        if state.usage.steps >= step:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run never reached step {step}")
+
+
+async def test_cancel_ends_run_cancelled(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path
+) -> None:
+    script = write_script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "produce", "arguments": {"size": 8}}]},
+            {"text": "late", "delay_s": 30},
+        ],
+    )
+    run = spec(f"scripted:{script}", agent="filler")
+    async with running_worker(client, task_queue, migrated_database):
+        handle = await start(client, run, task_queue)
+        await _wait_for_step(handle, 2)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+        state = await handle.query("get_state", result_type=RunState)
+        description = await handle.describe()
+    assert isinstance(failure.value.cause, CancelledError)
+    assert state.status is RunStatus.CANCELLED
+    assert description.status is WorkflowExecutionStatus.CANCELED
+    assert description.typed_search_attributes.get(GW_STATUS) == "Cancelled"
+
+
+async def test_starting_the_same_run_twice_returns_the_same_run(
+    client: Client, task_queue: str, migrated_database: str
+) -> None:
+    run = spec("scripted:source-reader-demo")
+    async with running_worker(client, task_queue, migrated_database):
+        first = await start(client, run, task_queue)
+        second = await start(client, run, task_queue)
+        assert first.result_run_id == second.result_run_id
+        await first.result()
+
+
+async def test_workflow_id_must_match_run_id(
+    client: Client, task_queue: str, migrated_database: str
+) -> None:
+    run = spec("scripted:source-reader-demo")
+    async with running_worker(client, task_queue, migrated_database):
+        handle = await client.start_workflow(
+            "AgentRun", run, id=f"not-run-{run.run_id}", task_queue=task_queue
+        )
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+    assert isinstance(failure.value.cause, ApplicationError)
+    assert "workflow id must be" in str(failure.value.cause)
