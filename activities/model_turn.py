@@ -120,10 +120,11 @@ class ModelTurnActivities:
                     prompt=None,
                 )
         except openai.APIStatusError as err:
-            posture = classify_http_status(err.status_code, err.response.headers)
+            code = err.code if isinstance(err.code, str) else None
+            posture = classify_http_status(err.status_code, err.response.headers, code)
             log.warning("model_call_failed", status=err.status_code, retryable=posture.retryable)
             raise ApplicationError(
-                f"model provider answered {posture.reason}: {err.message}",
+                f"model provider: {posture.reason}: {err.message}",
                 type="ModelHTTPError",
                 non_retryable=not posture.retryable,
                 next_retry_delay=posture.delay,

@@ -14,7 +14,7 @@ from ulid import ULID
 
 from cli._common import console, endpoints, fail, settings
 from cli.progress import final_state, follow, status_style
-from contracts.run import Budgets, Release, RunSpec, workflow_id_for
+from contracts.run import RunSpec, workflow_id_for
 from workers.client import connect
 from workers.run_client import start_run
 from workers.settings import Settings
@@ -25,7 +25,8 @@ run_app = typer.Typer(no_args_is_help=True, help="Agent runs.")
 def _validation_line(err: ValidationError) -> str:
     first = err.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "input"
-    return f"invalid {where}: {first['msg']}"
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return f"invalid {where}: {message}"
 
 
 async def _client(config: Settings) -> Client:
@@ -54,12 +55,14 @@ def build_spec(
     if max_tokens is not None:
         budgets["max_tokens"] = max_tokens
     try:
-        return RunSpec(
-            run_id=run_id or str(ULID()),
-            release=Release(agent=agent, model_route=model or f"scripted:{agent}-demo"),
-            input=text,
-            tenant=tenant,
-            budgets=Budgets(**budgets),
+        return RunSpec.model_validate(
+            {
+                "run_id": run_id or str(ULID()),
+                "release": {"agent": agent, "model_route": model or f"scripted:{agent}-demo"},
+                "input": text,
+                "tenant": tenant,
+                "budgets": budgets,
+            }
         )
     except ValidationError as err:
         fail(_validation_line(err), code=2)

@@ -25,6 +25,8 @@ class Settings(BaseSettings):
     task_queue: str = "groundwork"
     max_concurrent_activities: int = 100
     openai_base_url: str | None = None
+    compatible_api_key: str | None = None
+    """Key for `openai-compatible:` servers; the OpenAI key is never sent to them."""
     scripts_dir: Path | None = None
     scripted_call_log: Path | None = None
     log_level: str = "INFO"

@@ -66,6 +66,7 @@ async def worker_deps(settings: Settings, database_url: str) -> AsyncIterator[Wo
             ModelRouterConfig(
                 openai_api_key=settings.openai_api_key,
                 openai_base_url=settings.openai_base_url,
+                compatible_api_key=settings.compatible_api_key,
                 scripts_dir=settings.scripts_dir,
                 scripted_call_log=settings.scripted_call_log,
             )

@@ -15,6 +15,10 @@ with workflow.unsafe.imports_passed_through():
 ToolInvoker = Callable[[str, FunctionTool, ToolContext[Any], str], Awaitable[str]]
 
 
+class UngovernableToolError(ValueError):
+    """A tool that would run outside the tool-call activity (hosted or custom tools)."""
+
+
 def govern(agent: Agent[Any], invoke: ToolInvoker) -> Agent[Any]:
     """A copy of the agent (and every agent it hands off to) whose tools call `invoke`.
 
@@ -27,6 +31,11 @@ def govern(agent: Agent[Any], invoke: ToolInvoker) -> Agent[Any]:
         existing = copies.get(id(original))
         if existing is not None:
             return existing
+        if original.mcp_servers:
+            raise UngovernableToolError(
+                f"agent {original.name!r} uses MCP servers, whose tools would run inside the "
+                "workflow; wrap them as function tools instead"
+            )
         clone = original.clone(model=None)
         copies[id(original)] = clone  # before recursing: handoff graphs may have cycles
         clone.tools = [_wrap(original.name, tool, invoke) for tool in original.tools]
@@ -38,7 +47,11 @@ def govern(agent: Agent[Any], invoke: ToolInvoker) -> Agent[Any]:
 
 def _wrap(agent_name: str, tool: Any, invoke: ToolInvoker) -> Any:
     if not isinstance(tool, FunctionTool):
-        return tool  # rejected when the model stub builds the turn: no call may bypass the gateway
+        raise UngovernableToolError(
+            f"agent {agent_name!r} has tool {getattr(tool, 'name', tool)!r} "
+            f"({type(tool).__name__}); a Groundwork run accepts only function tools, "
+            "so that every call passes the tool-call activity"
+        )
 
     async def on_invoke_tool(ctx: ToolContext[Any], arguments: str) -> str:
         return await invoke(agent_name, tool, ctx, arguments)

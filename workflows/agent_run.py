@@ -40,7 +40,7 @@ from contracts.search_attributes import (
 from contracts.status import FailureReason, RunStatus, WaitingReason, check_transition
 from contracts.tool_call import TOOL_CALL_ACTIVITY, ToolCallInput, ToolCallResult
 from workflows._model_stub import TurnHooks, WorkflowModel, WorkflowModelProvider
-from workflows._tool_gateway import govern
+from workflows._tool_gateway import UngovernableToolError, govern
 
 TOOL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -83,7 +83,7 @@ class AgentRunWorkflow:
             )
         try:
             agent = govern(catalog.build(spec.release.agent), self._invoke_tool)
-        except catalog.UnknownAgentError as err:
+        except (catalog.UnknownAgentError, UngovernableToolError) as err:
             return self._fail(FailureReason.AGENT_ERROR, str(err))
         model = WorkflowModel(
             run_id=spec.run_id,

@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
+MAX_RETRY_AFTER = timedelta(minutes=10)
+"""A server asking for a longer wait is capped: the activity's own timeouts still govern."""
+_NEVER_RETRY_CODES = frozenset({"insufficient_quota", "invalid_api_key"})
 
 
 @dataclass(frozen=True)
@@ -39,9 +42,9 @@ def _delay(value: str | None, unit: timedelta) -> timedelta | None:
     if not math.isfinite(amount) or amount < 0:
         return None
     try:
-        return amount * unit
+        return min(amount * unit, MAX_RETRY_AFTER)
     except OverflowError:
-        return None
+        return MAX_RETRY_AFTER
 
 
 def _retry_after(headers: Mapping[str, str]) -> timedelta | None:
@@ -52,14 +55,21 @@ def _retry_after(headers: Mapping[str, str]) -> timedelta | None:
     return _delay(_header(headers, "retry-after"), timedelta(seconds=1))
 
 
-def classify_http_status(status: int, headers: Mapping[str, str]) -> RetryPosture:
-    """408, 409, 429 and 5xx are retryable; other 4xx are not; x-should-retry overrides."""
+def classify_http_status(
+    status: int, headers: Mapping[str, str], error_code: str | None = None
+) -> RetryPosture:
+    """408, 409, 429 and 5xx are retryable; other 4xx are not; x-should-retry overrides.
+
+    An error code that no wait can fix (an exhausted quota answered as 429) is never retried.
+    """
     delay = _retry_after(headers)
+    if error_code in _NEVER_RETRY_CODES:
+        return RetryPosture(False, delay, f"HTTP {status} ({error_code}) will not succeed on retry")
     hint = _header(headers, "x-should-retry")
     if hint == "true":
         return RetryPosture(True, delay, f"HTTP {status}, server says retry")
     if hint == "false":
         return RetryPosture(False, delay, f"HTTP {status}, server says do not retry")
     if status in _RETRYABLE_STATUS or status >= 500:
-        return RetryPosture(True, delay, f"HTTP {status} is transient")
+        return RetryPosture(True, delay, f"HTTP {status} (transient)")
     return RetryPosture(False, delay, f"HTTP {status} will not succeed on retry")

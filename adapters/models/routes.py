@@ -23,6 +23,9 @@ class ModelRouterConfig:
     openai_api_key: str | None = None
     openai_base_url: str | None = None
     """Overrides the OpenAI endpoint for `openai:` routes (a proxy, or a local fake in tests)."""
+    compatible_api_key: str | None = None
+    """Key sent to `openai-compatible:` servers. Never the OpenAI key: the route (and so the
+    URL) comes from the run request, and a request must not be able to exfiltrate the key."""
     scripts_dir: Path | None = None
     """Where `scripted:<name>` looks before the built-in scripts."""
     scripted_call_log: Path | None = None
@@ -62,7 +65,7 @@ class ModelRouter:
             return OpenAIResponsesModel(model=rest, openai_client=client)
         if kind == "openai-compatible":
             base_url, model_name = _split_compatible(rest)
-            client = self._client(base_url, self._config.openai_api_key or "not-needed")
+            client = self._client(base_url, self._config.compatible_api_key or "not-needed")
             return OpenAIChatCompletionsModel(model=model_name, openai_client=client)
         raise RouteError(f"unknown model route kind {kind!r} in {route!r}")
 

@@ -1,0 +1,164 @@
+"""The `groundwork` command as a user runs it: real processes, real embedded stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+ROOT = Path(__file__).parents[2]
+GROUNDWORK = [sys.executable, "-m", "cli"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GROUNDWORK_")}
+    env.update(
+        GROUNDWORK_HOME=str(home),
+        GROUNDWORK_TEMPORAL_PORT=str(_free_port()),
+        GROUNDWORK_UI_PORT=str(_free_port()),
+        GROUNDWORK_TASK_QUEUE=f"cli-{home.name}",
+        COLUMNS="200",
+    )
+    env.update(extra)
+    return env
+
+
+def gw(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*GROUNDWORK, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_bad_input_is_one_line_and_a_nonzero_exit(tmp_path: Path) -> None:
+    env = _env(tmp_path / "gw")
+    bad_route = gw(
+        env, "run", "start", "--agent", "source-reader", "--input", "q", "--model", "bogus:x"
+    )
+    assert bad_route.returncode == 2
+    assert bad_route.stderr.strip().startswith("error: invalid release.model_route")
+    assert len(bad_route.stderr.strip().splitlines()) == 1
+    no_stack = gw(env, "run", "show", "anything")
+    assert no_stack.returncode == 1
+    assert "groundwork up --detach" in no_stack.stderr
+    assert not (tmp_path / "gw" / "stack.json").exists()
+
+
+def test_taken_port_names_the_port_and_the_variable(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = _env(tmp_path / "gw", GROUNDWORK_TEMPORAL_PORT=str(port))
+        result = gw(env, "up", "--detach")
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert str(port) in lines[0]
+    assert "GROUNDWORK_TEMPORAL_PORT" in lines[0]
+    assert not (tmp_path / "gw" / "stack.json").exists()
+
+
+def test_embedded_stack_up_run_show_down(tmp_path: Path) -> None:
+    home = tmp_path / "gw"
+    env = _env(home)
+    try:
+        up = gw(env, "up", "--detach")
+        assert up.returncode == 0, up.stderr
+        state = json.loads((home / "stack.json").read_text())
+        again = gw(env, "up", "--detach")
+        assert again.returncode == 0
+        assert "already running" in again.stdout
+        assert json.loads((home / "stack.json").read_text()) == state
+
+        started = gw(
+            env,
+            "run",
+            "start",
+            "--agent",
+            "source-reader",
+            "--input",
+            "Where is RetryPolicy?",
+            "--run-id",
+            "cli-1",
+        )
+        assert started.returncode == 0, started.stderr
+        assert "RunCompleted" in started.stdout
+        assert "common.py:" in started.stdout
+        assert "/namespaces/default/workflows/run-cli-1" in started.stdout
+
+        shown = gw(env, "run", "show", "cli-1", "--json")
+        assert shown.returncode == 0, shown.stderr
+        body = json.loads(shown.stdout)
+        assert body["state"]["status"] == "Completed"
+        assert body["state"]["usage"]["tool_calls"] == 2
+
+        temporal = Path(sys.executable).parent / "temporal"
+        listed = subprocess.run(
+            [str(temporal), "workflow", "list", "--address", state["temporal_address"], "--query", 'GwStatus="Completed"', "-o", "json"],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        assert "run-cli-1" in listed.stdout, listed.stderr
+    finally:
+        down = gw(env, "down")
+    assert down.returncode == 0, down.stderr
+    assert not (home / "stack.json").exists()
+    for key in ("temporal_pid", "worker_pid", "postgres_pid"):
+        pid = state[key]
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, (
+            key
+        )
+
+
+def test_external_servers_start_nothing_embedded(
+    tmp_path: Path, temporal_env: WorkflowEnvironment, migrated_database: str
+) -> None:
+    home = tmp_path / "gw"
+    env = _env(
+        home,
+        GROUNDWORK_TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
+        GROUNDWORK_DATABASE_URL=migrated_database,
+    )
+    try:
+        up = gw(env, "up", "--detach")
+        assert up.returncode == 0, up.stderr
+        state = json.loads((home / "stack.json").read_text())
+        assert state["temporal_pid"] is None
+        assert state["postgres_pid"] is None
+        assert not (home / "pgdata").exists()
+        assert not (home / "temporal.db").exists()
+        started = gw(
+            env,
+            "run",
+            "start",
+            "--agent",
+            "source-reader",
+            "--input",
+            "q",
+            "--run-id",
+            f"ext-{home.parent.name}",
+        )
+        assert started.returncode == 0, started.stderr
+        assert "RunCompleted" in started.stdout
+    finally:
+        down = gw(env, "down")
+    assert down.returncode == 0
+
+
+@pytest.mark.parametrize(
+    "args", [["run", "show", "--help"], ["up", "--help"], ["db", "migrate", "--help"]]
+)
+def test_help_is_available(tmp_path: Path, args: list[str]) -> None:
+    assert gw(_env(tmp_path), *args).returncode == 0
