@@ -28,8 +28,9 @@ from contracts.tool_call import (
 from definitions import catalog
 
 
-def find_tool(agent: Agent[Any], tool_name: str) -> FunctionTool | None:
-    """Depth-first over the agent and the agents it hands off to."""
+def find_tool(agent: Agent[Any], tool_name: str, owner: str | None = None) -> FunctionTool | None:
+    """Depth-first over the agent and the agents it hands off to; the owner's tool wins."""
+    fallback: FunctionTool | None = None
     seen: set[int] = set()
     stack: list[Agent[Any]] = [agent]
     while stack:
@@ -39,9 +40,11 @@ def find_tool(agent: Agent[Any], tool_name: str) -> FunctionTool | None:
         seen.add(id(current))
         for tool in current.tools:
             if isinstance(tool, FunctionTool) and tool.name == tool_name:
-                return tool
+                if owner is None or current.name == owner:
+                    return tool
+                fallback = fallback or tool
         stack.extend(h for h in current.handoffs if isinstance(h, Agent))
-    return None
+    return fallback
 
 
 def _as_text(output: Any) -> str:
@@ -69,9 +72,11 @@ class ToolCallActivities:
 
     @activity.defn(name=TOOL_CALL_ACTIVITY)
     async def tool_call(self, call: ToolCallInput) -> ToolCallResult:
-        log = activity_logger(tool=call.tool_name, call_id=call.call_id, step=call.step)
+        log = activity_logger(
+            tool=call.tool_name, call_id=call.call_id, step=call.step, agent=call.owner_agent
+        )
         try:
-            tool = find_tool(self._agent(call.agent_name), call.tool_name)
+            tool = find_tool(self._agent(call.agent_name), call.tool_name, call.owner_agent)
         except catalog.UnknownAgentError as err:
             raise ApplicationError(str(err), type="UnknownAgent", non_retryable=True) from err
         if tool is None:

@@ -16,6 +16,9 @@ class ToolCallInput(BaseModel):
     run_id: str
     step: int
     agent_name: str
+    """The catalog name of the run's agent (the root of its handoff graph)."""
+    owner_agent: str | None = None
+    """The agent in that graph whose tool this is (after a handoff it is not the root)."""
     tool_name: str
     call_id: str
     arguments: str

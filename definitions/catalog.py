@@ -7,13 +7,14 @@ from typing import Any
 
 from agents import Agent
 
-from definitions import filler, source_reader
+from definitions import filler, source_reader, triage
 
 AgentFactory = Callable[[], Agent[Any]]
 
 CATALOG: Mapping[str, AgentFactory] = {
     "source-reader": source_reader.build_agent,
     "filler": filler.build_agent,
+    "triage": triage.build_agent,
 }
 
 

@@ -32,6 +32,11 @@ def configure_logging(level: str = "INFO", stream: object = None) -> None:
             ],
         )
     )
+    from temporalio import activity, workflow
+
+    # Temporal's loggers otherwise append their info dict to the message; it is in the JSON already.
+    workflow.logger.workflow_info_on_message = False
+    activity.logger.activity_info_on_message = False
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -182,7 +182,8 @@ class AgentRunWorkflow:
             ToolCallInput(
                 run_id=self._spec.run_id,
                 step=usage.steps,
-                agent_name=agent_name,
+                agent_name=self._spec.release.agent,
+                owner_agent=agent_name,
                 tool_name=tool.name,
                 call_id=ctx.tool_call_id,
                 arguments=arguments,
