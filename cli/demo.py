@@ -52,7 +52,7 @@ def demo(
             f"steps {result.usage.steps}, tool calls {result.usage.tool_calls}, "
             f"tokens {result.usage.tokens}"
         )
-        console.print(f"Web UI: {config.run_url(handle.id)}", highlight=False)
+        console.print(f"Web UI: {config.run_url(handle.id)}", highlight=False, soft_wrap=True)
         return True
 
     ok = asyncio.run(go())

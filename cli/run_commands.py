@@ -114,7 +114,7 @@ def start(
         else:
             if result and result.final_output:
                 console.print(result.final_output, highlight=False, markup=False)
-            console.print(url, highlight=False)
+            console.print(url, highlight=False, soft_wrap=True)
         return 0 if result is not None else 1
 
     raise typer.Exit(asyncio.run(go()))

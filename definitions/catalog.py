@@ -7,7 +7,7 @@ from typing import Any
 
 from agents import Agent
 
-from definitions import filler, source_reader, triage
+from definitions import filler, notes_writer, source_reader, triage
 
 AgentFactory = Callable[[], Agent[Any]]
 
@@ -15,6 +15,7 @@ CATALOG: Mapping[str, AgentFactory] = {
     "source-reader": source_reader.build_agent,
     "filler": filler.build_agent,
     "triage": triage.build_agent,
+    "notes-writer": notes_writer.build_agent,
 }
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from adapters.targets.registry import TargetConfig
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="GROUNDWORK_", extra="ignore")
@@ -29,6 +31,8 @@ class Settings(BaseSettings):
     """Key for `openai-compatible:` servers; the OpenAI key is never sent to them."""
     scripts_dir: Path | None = None
     scripted_call_log: Path | None = None
+    targets: dict[str, TargetConfig] = Field(default_factory=dict)
+    """Effect targets by name, as JSON: {"notes": {"kind": "git", "path": "/srv/notes"}}."""
     log_level: str = "INFO"
     web_ui_url: str | None = None
     """Base URL of the Web UI for printed links; defaults to the embedded UI."""

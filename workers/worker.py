@@ -15,10 +15,13 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from activities.effects import EffectActivities
 from activities.model_turn import ModelTurnActivities
 from activities.tool_call import ToolCallActivities
+from adapters.ledger import EffectLedger
 from adapters.models import ModelRouter
 from adapters.models.routes import ModelRouterConfig
+from adapters.targets.registry import TargetRegistry
 from adapters.transcripts import TranscriptStore
 from workers.client import connect
 from workers.settings import Settings
@@ -53,6 +56,8 @@ class WorkerDeps:
     pool: AsyncConnectionPool
     router: ModelRouter
     transcripts: TranscriptStore
+    ledger: EffectLedger
+    targets: TargetRegistry
 
 
 @asynccontextmanager
@@ -71,7 +76,17 @@ async def worker_deps(settings: Settings, database_url: str) -> AsyncIterator[Wo
                 scripted_call_log=settings.scripted_call_log,
             )
         )
-        yield WorkerDeps(pool=pool, router=router, transcripts=TranscriptStore(pool))
+        targets = TargetRegistry(settings.targets)
+        try:
+            yield WorkerDeps(
+                pool=pool,
+                router=router,
+                transcripts=TranscriptStore(pool),
+                ledger=EffectLedger(pool),
+                targets=targets,
+            )
+        finally:
+            await targets.close()
     finally:
         await pool.close()
 
@@ -80,11 +95,12 @@ def build_worker(client: Client, task_queue: str, deps: WorkerDeps, settings: Se
     prepare_agents_sdk()
     models = ModelTurnActivities(deps.router, deps.transcripts)
     tools = ToolCallActivities(deps.transcripts)
+    effects = EffectActivities(deps.ledger, deps.targets)
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[AgentRunWorkflow],
-        activities=[models.model_turn, tools.tool_call],
+        activities=[models.model_turn, tools.tool_call, effects.dispatch, effects.resolve],
         workflow_runner=sandbox_runner(),
         max_concurrent_activities=settings.max_concurrent_activities,
     )

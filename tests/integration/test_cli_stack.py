@@ -162,3 +162,39 @@ def test_external_servers_start_nothing_embedded(
 )
 def test_help_is_available(tmp_path: Path, args: list[str]) -> None:
     assert gw(_env(tmp_path), *args).returncode == 0
+
+
+def test_foreground_up_stops_everything_on_ctrl_c(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    home = tmp_path / "gw"
+    env = _env(home)
+    process = subprocess.Popen(
+        [*GROUNDWORK, "up"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while not (home / "stack.json").exists():
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "stack did not come up"
+            time.sleep(0.2)
+        state = json.loads((home / "stack.json").read_text())
+        process.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground process
+        out, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0
+    assert "Stack stopped." in out
+    assert not (home / "stack.json").exists()
+    for key in ("temporal_pid", "worker_pid", "postgres_pid"):
+        pid = state[key]
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, (
+            key
+        )

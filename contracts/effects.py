@@ -1,0 +1,137 @@
+"""Effects: what prepare decides in the workflow, what dispatch reports, what the ledger holds."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from contracts.run import EffectClass
+
+EFFECT_DISPATCH_ACTIVITY = "groundwork.effect_dispatch"
+EFFECT_RESOLVE_ACTIVITY = "groundwork.effect_resolve"
+MAX_EFFECT_KEY = 512
+
+
+class EffectStatus(StrEnum):
+    PREPARED = "prepared"
+    DISPATCHING = "dispatching"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+    CONFLICT = "conflict"
+    REQUIRES_HUMAN = "requires_human"
+
+
+class Classification(StrEnum):
+    """What a dispatch outcome means for retrying (seed 000 ToolRuntime.classify)."""
+
+    RETRY = "retry"
+    DO_NOT_RETRY = "do_not_retry"
+    RECONCILE_FIRST = "reconcile_first"
+    HUMAN_RESOLUTION = "human_resolution"
+
+
+class PreparedCall(BaseModel):
+    """A tool call authorized against the policy snapshot, ready to dispatch."""
+
+    kind: Literal["prepared"] = "prepared"
+    run_id: str
+    agent_name: str
+    owner_agent: str | None = None
+    tool_name: str
+    call_id: str
+    effect_class: EffectClass
+    target: str
+    effect_key: str = Field(min_length=1, max_length=MAX_EFFECT_KEY)
+    request_hash: str
+    arguments: dict[str, Any]
+    deadline: datetime
+    domain_event: str = "EffectCommitted"
+
+
+class Denied(BaseModel):
+    kind: Literal["denied"] = "denied"
+    tool_name: str
+    reason: str
+
+
+class NeedsApproval(BaseModel):
+    kind: Literal["needs_approval"] = "needs_approval"
+    tool_name: str
+    effect_key: str
+    request_hash: str
+
+
+class EffectDispatchInput(BaseModel):
+    call: PreparedCall
+    max_attempts: int
+    """The activity's retry limit: its last attempt hands `unknown` to a human instead of raising."""
+
+
+class EffectOutcome(BaseModel):
+    """What the dispatch activity reports; the workflow turns it into the model's tool result."""
+
+    effect_key: str
+    status: EffectStatus
+    classification: Classification
+    external_ref: str | None = None
+    receipt: dict[str, Any] | None = None
+    message: str = ""
+    replayed: bool = False
+    """True when the ledger already held the success and nothing was dispatched now."""
+    attempt: int = 0
+
+
+class EffectResolution(StrEnum):
+    COMMITTED = "committed"
+    NOT_COMMITTED = "not_committed"
+    ABANDON = "abandon"
+
+
+class ResolveEffectInput(BaseModel):
+    """The `resolve_effect` signal: a human says what happened at the target."""
+
+    effect_key: str
+    resolution: EffectResolution
+    external_ref: str | None = None
+    principal: str = "unknown"
+    note: str = ""
+
+
+class EffectResolveActivityInput(BaseModel):
+    run_id: str
+    resolution: ResolveEffectInput
+    domain_event: str = "EffectCommitted"
+
+
+class EffectRecord(BaseModel):
+    """One row of the effects table, as the CLI and API show it."""
+
+    effect_key: str
+    run_id: str
+    tool_name: str
+    target: str
+    effect_class: EffectClass
+    request_hash: str
+    status: EffectStatus
+    attempt: int
+    fence: int
+    external_ref: str | None
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+    request: dict[str, Any] | None = None
+    receipt: dict[str, Any] | None = None
+
+
+class EffectAttempt(BaseModel):
+    attempt: int
+    fence: int
+    activity_attempt: int | None
+    phase: str
+    outcome: str | None
+    detail: dict[str, Any]
+    at: datetime

@@ -1,0 +1,76 @@
+"""Governed tools: declare a side-effecting tool once, with its effect class, the business
+identity of its effect, its target and its approval rule. It stays an ordinary
+`FunctionTool`, so it plugs into `Agent(tools=[...])` unchanged.
+
+The decorated function builds the request for the target from the model's arguments; it
+performs nothing itself. The effect gateway calls it inside the dispatch activity and sends
+the result to the target with the effect key as idempotency key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agents import FunctionTool, function_tool
+
+from contracts.run import ApprovalRule, EffectClass
+
+EffectKeyFn = Callable[[dict[str, Any]], str]
+_ATTRIBUTE = "_groundwork_effect"
+_BUILDER = "_groundwork_builder"
+
+
+@dataclass(frozen=True)
+class EffectDeclaration:
+    effect_class: EffectClass
+    target: str
+    """Name of the target the worker is configured with (GROUNDWORK_TARGETS)."""
+    effect_key: EffectKeyFn
+    """Pure function of the call's arguments; runs in the workflow, so no I/O, no clock."""
+    approval: ApprovalRule = ApprovalRule.NEVER
+    domain_event: str = "EffectCommitted"
+    fail_run_on_error: bool = False
+    """When the effect fails for good, fail the run instead of telling the model."""
+
+
+def governed_tool(
+    *,
+    effect_class: EffectClass,
+    target: str,
+    effect_key: EffectKeyFn,
+    approval: ApprovalRule = ApprovalRule.NEVER,
+    domain_event: str = "EffectCommitted",
+    fail_run_on_error: bool = False,
+    name: str | None = None,
+) -> Callable[[Callable[..., dict[str, Any]]], FunctionTool]:
+    """Decorate a request builder `fn(**arguments) -> payload` as a governed function tool."""
+    if effect_class is EffectClass.READ:
+        raise ValueError("a governed tool has an effect; plain @function_tool serves reads")
+
+    def decorate(fn: Callable[..., dict[str, Any]]) -> FunctionTool:
+        tool = function_tool(fn, name_override=name)
+        declaration = EffectDeclaration(
+            effect_class=effect_class,
+            target=target,
+            effect_key=effect_key,
+            approval=approval,
+            domain_event=domain_event,
+            fail_run_on_error=fail_run_on_error,
+        )
+        setattr(tool, _ATTRIBUTE, declaration)
+        setattr(tool, _BUILDER, fn)
+        return tool
+
+    return decorate
+
+
+def effect_of(tool: Any) -> EffectDeclaration | None:
+    value = getattr(tool, _ATTRIBUTE, None)
+    return value if isinstance(value, EffectDeclaration) else None
+
+
+def builder_of(tool: Any) -> Callable[..., dict[str, Any]] | None:
+    value = getattr(tool, _BUILDER, None)
+    return value if callable(value) else None
