@@ -5,8 +5,10 @@ from __future__ import annotations
 import typer
 
 from cli.demo import demo
+from cli.effect_commands import effect_app
 from cli.run_commands import run_app
 from cli.stack_commands import db_app, down, status, up, worker
+from cli.target_commands import target_app
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -20,6 +22,8 @@ app.command()(worker)
 app.command()(demo)
 app.add_typer(run_app, name="run")
 app.add_typer(db_app, name="db")
+app.add_typer(effect_app, name="effect")
+app.add_typer(target_app, name="target")
 
 
 def main() -> None:

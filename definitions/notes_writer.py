@@ -24,18 +24,19 @@ def note_effect_key(arguments: dict[str, Any]) -> str:
     effect_key=note_effect_key,
     domain_event="NotePublished",
 )
-def publish_note(note_id: str, revision: int, content: str) -> dict[str, Any]:
+def publish_note(note_id: str, revision: int, content: str, title: str = "") -> dict[str, Any]:
     """Publish a revision of a note.
 
     Args:
         note_id: Stable id of the note, e.g. "release-notes".
         revision: Revision number of this content.
         content: The full Markdown text.
+        title: Optional commit title; not part of the effect's identity.
     """
     return {
         "path": f"notes/{note_id}.md",
         "content": content,
-        "message": f"Publish {note_id} r{revision}",
+        "message": title or f"Publish {note_id} r{revision}",
     }
 
 

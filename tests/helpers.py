@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -54,3 +58,38 @@ def spec(
 
 async def start(client: Client, run: RunSpec, task_queue: str) -> WorkflowHandle[Any, RunResult]:
     return await start_run(client, run, task_queue)
+
+
+ROOT = Path(__file__).parents[1]
+
+
+def spawn_worker(
+    temporal_address: str, database_url: str, task_queue: str, log: Path, **env: str
+) -> subprocess.Popen[bytes]:
+    """`groundwork worker` as a real process in its own session (so it can be SIGKILLed)."""
+    environment = dict(os.environ)
+    environment.update(
+        GROUNDWORK_TEMPORAL_ADDRESS=temporal_address,
+        GROUNDWORK_DATABASE_URL=database_url,
+        GROUNDWORK_TASK_QUEUE=task_queue,
+        **env,
+    )
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "cli", "worker"],
+            cwd=ROOT,
+            env=environment,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def stop_worker(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)

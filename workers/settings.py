@@ -26,6 +26,9 @@ class Settings(BaseSettings):
     """libpq URL of an external Postgres; when set, `up` starts no embedded Postgres."""
     task_queue: str = "groundwork"
     max_concurrent_activities: int = 100
+    sticky_timeout_s: float = 10.0
+    """How long a run's next workflow task waits for the worker that has it cached before
+    any worker takes it (and replays). Lower means faster recovery from a dead worker."""
     openai_base_url: str | None = None
     compatible_api_key: str | None = None
     """Key for `openai-compatible:` servers; the OpenAI key is never sent to them."""

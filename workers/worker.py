@@ -8,6 +8,7 @@ import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 
 import structlog
 from psycopg_pool import AsyncConnectionPool
@@ -103,6 +104,7 @@ def build_worker(client: Client, task_queue: str, deps: WorkerDeps, settings: Se
         activities=[models.model_turn, tools.tool_call, effects.dispatch, effects.resolve],
         workflow_runner=sandbox_runner(),
         max_concurrent_activities=settings.max_concurrent_activities,
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_timeout_s),
     )
 
 

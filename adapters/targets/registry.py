@@ -35,6 +35,7 @@ class TargetRegistry:
         target = self._targets.get(name)
         if target is None:
             target = self._build(name)
+            target.name = name
             self._targets[name] = target
         return target
 
@@ -48,16 +49,17 @@ class TargetRegistry:
 
             if not config.base_url:
                 raise UnknownTargetError(f"target {name!r}: http needs base_url")
-            return HttpTarget(config.base_url, name=name, timeout_s=config.timeout_s)
+            return HttpTarget(config.base_url, timeout_s=config.timeout_s)
         if config.path is None:
             raise UnknownTargetError(f"target {name!r}: {config.kind} needs path")
         if config.kind == "git":
-            from adapters.targets.git_repo import GitRepoTarget
+            from adapters.targets.git_repo import GitRepoTarget, init_repo
 
-            return GitRepoTarget(config.path, name=name)
+            init_repo(config.path)
+            return GitRepoTarget(config.path)
         from adapters.targets.filesystem import DirectoryTarget
 
-        return DirectoryTarget(config.path, name=name)
+        return DirectoryTarget(config.path)
 
     async def close(self) -> None:
         for target in self._targets.values():

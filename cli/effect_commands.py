@@ -1,0 +1,175 @@
+"""`groundwork effect list | show | resolve`: the ledger as a user reads and answers it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import typer
+from psycopg_pool import AsyncConnectionPool
+from rich.table import Table
+from temporalio.service import RPCError
+
+from adapters.ledger import EffectLedger
+from cli._common import console, endpoints, fail, settings
+from contracts.effects import EffectResolution, EffectStatus, ResolveEffectInput
+from contracts.run import workflow_id_for
+from workers.client import connect
+
+effect_app = typer.Typer(no_args_is_help=True, help="Effects in the ledger.")
+
+_STYLE = {
+    EffectStatus.SUCCEEDED: "green",
+    EffectStatus.REQUIRES_HUMAN: "red",
+    EffectStatus.CONFLICT: "red",
+    EffectStatus.FAILED: "red",
+    EffectStatus.UNKNOWN: "yellow",
+    EffectStatus.DISPATCHING: "yellow",
+}
+
+
+@asynccontextmanager
+async def _ledger() -> AsyncIterator[EffectLedger]:
+    found = endpoints(settings("WARNING"))
+    pool = AsyncConnectionPool(
+        found.database_url, min_size=1, max_size=2, open=False, kwargs={"autocommit": True}
+    )
+    try:
+        await pool.open(wait=True, timeout=10)
+    except Exception as err:
+        fail(f"cannot reach the ledger database: {err}")
+    try:
+        yield EffectLedger(pool)
+    finally:
+        await pool.close()
+
+
+@effect_app.command("list")
+def list_effects(
+    run: str | None = typer.Option(None, "--run", help="Only effects of this run id."),
+    status: EffectStatus | None = typer.Option(
+        None, "--status", help="Only effects in this status."
+    ),
+    limit: int = typer.Option(100, "--limit", min=1, max=10_000),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """List effects, newest first."""
+
+    async def go() -> None:
+        async with _ledger() as ledger:
+            records = await ledger.list_effects(run_id=run, status=status, limit=limit)
+        if as_json:
+            console.print_json(
+                json.dumps(
+                    [r.model_dump(mode="json", exclude={"request", "receipt"}) for r in records]
+                )
+            )
+            return
+        table = Table(
+            "effect key", "status", "tool", "target", "attempt", "external ref", "run", "updated"
+        )
+        for r in records:
+            style = _STYLE.get(r.status, "")
+            table.add_row(
+                r.effect_key, f"[{style}]{r.status.value}[/{style}]" if style else r.status.value,
+                r.tool_name, r.target, str(r.attempt), r.external_ref or "-", r.run_id,
+                f"{r.updated_at:%Y-%m-%d %H:%M:%S}",
+            )  # fmt: skip
+        console.print(table)
+
+    asyncio.run(go())
+
+
+@effect_app.command("show")
+def show(
+    effect_key: str = typer.Argument(...), as_json: bool = typer.Option(False, "--json")
+) -> None:
+    """One effect: its row, every attempt, and its request and receipt."""
+
+    async def go() -> None:
+        async with _ledger() as ledger:
+            record = await ledger.get(effect_key)
+            if record is None:
+                fail(f"no effect {effect_key!r}")
+            attempts = await ledger.attempts(effect_key)
+        if as_json:
+            body = record.model_dump(mode="json") | {
+                "attempts": [a.model_dump(mode="json") for a in attempts]
+            }
+            console.print_json(json.dumps(body))
+            return
+        table = Table(title=f"effect {effect_key}", show_header=False, title_justify="left")
+        for name in ("status", "run_id", "tool_name", "target", "effect_class", "attempt", "fence",
+                     "external_ref", "request_hash", "last_error", "created_at", "updated_at"):  # fmt: skip
+            value = getattr(record, name)
+            table.add_row(name, str(value.value if hasattr(value, "value") else value))
+        table.add_row("request", json.dumps(record.request))
+        table.add_row("receipt", json.dumps(record.receipt))
+        console.print(table)
+        log = Table(
+            "attempt", "fence", "activity attempt", "phase", "outcome", "at", title="attempts"
+        )
+        for a in attempts:
+            log.add_row(
+                str(a.attempt),
+                str(a.fence),
+                str(a.activity_attempt or "-"),
+                a.phase,
+                a.outcome or "-",
+                f"{a.at:%H:%M:%S.%f}",
+            )
+        console.print(log)
+
+    asyncio.run(go())
+
+
+@effect_app.command("resolve")
+def resolve(
+    run_id: str = typer.Argument(..., help="The run waiting on the effect."),
+    effect_key: str = typer.Argument(...),
+    committed: bool = typer.Option(False, "--committed", help="It happened at the target."),
+    not_committed: bool = typer.Option(
+        False, "--not-committed", help="It did not; dispatch may proceed."
+    ),
+    abandon: bool = typer.Option(False, "--abandon", help="Give up on this effect."),
+    ref: str | None = typer.Option(
+        None, "--ref", help="External ref at the target (with --committed)."
+    ),
+    principal: str = typer.Option("cli", "--as", help="Who resolves it (recorded in the ledger)."),
+    note: str = typer.Option("", "--note"),
+) -> None:
+    """Answer an effect in requires_human: sends the run's `resolve_effect` signal."""
+    chosen = [
+        name
+        for name, on in (
+            ("committed", committed),
+            ("not_committed", not_committed),
+            ("abandon", abandon),
+        )
+        if on
+    ]
+    if len(chosen) != 1:
+        fail("choose exactly one of --committed, --not-committed, --abandon", code=2)
+    if committed and not ref:
+        fail("--committed needs --ref: where the effect is at the target", code=2)
+    config = settings("WARNING")
+
+    async def go() -> None:
+        found = endpoints(config)
+        client = await connect(found.temporal_address, config.temporal_namespace)
+        handle = client.get_workflow_handle(workflow_id_for(run_id))
+        try:
+            await handle.signal(
+                "resolve_effect",
+                ResolveEffectInput(
+                    effect_key=effect_key, resolution=EffectResolution(chosen[0]),
+                    external_ref=ref, principal=principal, note=note,
+                ),
+            )  # fmt: skip
+        except RPCError as err:
+            fail(f"cannot signal run {run_id!r}: {err.message}")
+        console.print(f"sent resolve_effect ({chosen[0]}) for {effect_key} to run {run_id}")
+
+    asyncio.run(go())

@@ -1,0 +1,197 @@
+"""The effect gateway end to end: idempotent replays, conflicts the model sees, waiting for a
+human when the target cannot tell, the zombie attempt, and reads that never touch the ledger."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from psycopg_pool import AsyncConnectionPool
+from temporalio.client import Client, WorkflowHandle
+
+from adapters.ledger import EffectLedger
+from contracts.effects import EffectResolution, EffectStatus, ResolveEffectInput
+from contracts.run import ActivityTimeouts, RunState
+from contracts.status import RunStatus, WaitingReason
+from definitions.notes_writer import note_effect_key
+from tests.helpers import running_worker, spec, start, write_script
+from tests.integration.test_targets import service
+
+
+@pytest.fixture(scope="module")
+def target_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with service(tmp_path_factory.mktemp("svc") / "effects.sqlite") as url:
+        yield url
+
+
+@pytest.fixture
+async def ledger(migrated_database: str) -> AsyncIterator[EffectLedger]:
+    async with AsyncConnectionPool(
+        migrated_database, min_size=1, max_size=2, kwargs={"autocommit": True}
+    ) as pool:
+        yield EffectLedger(pool)
+
+
+def _targets(url: str) -> dict[str, Any]:
+    return {"notes": {"kind": "http", "base_url": url, "timeout_s": 3}}
+
+
+def _args(note_id: str, **extra: Any) -> dict[str, Any]:
+    return {"note_id": note_id, "revision": 1, "content": f"# {note_id}\n", **extra}
+
+
+def _commits(url: str, key: str) -> int:
+    return int(httpx2.get(f"{url}/stats", timeout=5).json()["commits"].get(key, 0))
+
+
+def _fault(url: str, **fault: Any) -> None:
+    httpx2.post(f"{url}/faults", json=fault, timeout=5).raise_for_status()
+
+
+async def _wait_for_status(handle: WorkflowHandle[Any, Any], status: RunStatus) -> RunState:
+    for _ in range(400):
+        state: RunState = await handle.query("get_state", result_type=RunState)
+        if state.status is status:
+            return state
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run never reached {status}")
+
+
+async def test_same_call_twice_is_one_effect_and_a_changed_request_is_a_conflict(
+    client: Client,
+    task_queue: str,
+    migrated_database: str,
+    tmp_path: Path,
+    target_url: str,
+    ledger: EffectLedger,
+) -> None:
+    note = f"twice-{task_queue[-8:]}"
+    call = {"name": "publish_note", "arguments": _args(note)}
+    changed = {"name": "publish_note", "arguments": _args(note, title="a different commit title")}
+    script = write_script(
+        tmp_path,
+        [{"tool_calls": [call]}, {"tool_calls": [call]}, {"tool_calls": [changed]},
+         {"text": "{{tool_output:0}}\n{{tool_output:1}}\n{{tool_output:2}}"}],
+    )  # fmt: skip
+    run = spec(f"scripted:{script}", agent="notes-writer")
+    async with running_worker(client, task_queue, migrated_database, targets=_targets(target_url)):
+        result = await (await start(client, run, task_queue)).result()
+    key = note_effect_key(_args(note))
+    first, second, third = (result.final_output or "").splitlines()
+    assert first.startswith(f"ok: effect {key} committed")
+    assert second == first  # the ledger answered; nothing was sent again
+    assert third.startswith("error (conflict):"), third
+    assert "nothing was sent" in third
+    assert _commits(target_url, key) == 1
+    record = await ledger.get(key)
+    assert record is not None
+    assert record.status is EffectStatus.SUCCEEDED
+    assert record.attempt == 1
+
+
+@pytest.mark.parametrize("answer", [EffectResolution.COMMITTED, EffectResolution.NOT_COMMITTED])
+async def test_unknown_outcome_waits_for_a_human(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path, target_url: str,
+    ledger: EffectLedger, answer: EffectResolution,
+) -> None:  # fmt: skip
+    note = f"unknown-{answer.value}-{task_queue[-8:]}"
+    key = note_effect_key(_args(note))
+    script = write_script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "publish_note", "arguments": _args(note)}]},
+            {"text": "{{last_tool_output}}"},
+        ],
+    )
+    # The send is lost without a commit and the target cannot answer lookups: nobody knows.
+    _fault(target_url, mode="drop_before_commit", times=1, key_prefix=key, method="POST")
+    _fault(target_url, mode="lookup_unknown", times=-1, key_prefix=key)
+    run = spec(f"scripted:{script}", agent="notes-writer", timeouts=ActivityTimeouts(tool_call_s=5))
+    async with running_worker(client, task_queue, migrated_database, targets=_targets(target_url)):
+        handle = await start(client, run, task_queue)
+        state = await _wait_for_status(handle, RunStatus.WAITING)
+        assert state.waiting_reason is WaitingReason.EFFECT_UNKNOWN
+        record = await ledger.get(key)
+        assert record is not None
+        assert record.status is EffectStatus.REQUIRES_HUMAN
+        assert _commits(target_url, key) == 0
+        httpx2.delete(f"{target_url}/faults", timeout=5).raise_for_status()
+        await handle.signal(
+            "resolve_effect",
+            ResolveEffectInput(
+                effect_key=key,
+                resolution=answer,
+                external_ref="manual-ref-1",
+                principal="ops@example",
+            ),
+        )
+        result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    record = await ledger.get(key)
+    assert record is not None
+    assert record.status is EffectStatus.SUCCEEDED
+    events = [e for e in await ledger.events(run.run_id) if e["effect_key"] == key]
+    assert [e["type"] for e in events] == ["NotePublished"]
+    if answer is EffectResolution.COMMITTED:
+        assert record.external_ref == "manual-ref-1"
+        assert _commits(target_url, key) == 0  # the human said it happened: nothing dispatched
+    else:
+        assert _commits(target_url, key) == 1  # one dispatch after the human said it did not
+
+
+async def test_zombie_attempt_settles_late_and_is_fenced_out(
+    client: Client,
+    task_queue: str,
+    migrated_database: str,
+    tmp_path: Path,
+    target_url: str,
+    ledger: EffectLedger,
+) -> None:
+    note = f"zombie-{task_queue[-8:]}"
+    key = note_effect_key(_args(note))
+    script = write_script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "publish_note", "arguments": _args(note)}]},
+            {"text": "{{last_tool_output}}"},
+        ],
+    )
+    # The first send hangs past start_to_close; Temporal retries; then the first wakes up.
+    _fault(target_url, mode="hang", hang_s=4.0, times=1, key_prefix=key, method="POST")
+    run = spec(
+        f"scripted:{script}",
+        agent="notes-writer",
+        timeouts=ActivityTimeouts(tool_call_s=2, heartbeat_s=5),
+    )
+    targets = {"notes": {"kind": "http", "base_url": target_url, "timeout_s": 10}}
+    async with running_worker(client, task_queue, migrated_database, targets=targets):
+        result = await (await start(client, run, task_queue)).result()
+        for _ in range(200):  # the zombie settles after its 4 s hang
+            phases = [(a.phase, a.outcome) for a in await ledger.attempts(key)]
+            if ("settle", "stale_fence_rejected") in phases:
+                break
+            await asyncio.sleep(0.05)
+    assert result.status is RunStatus.COMPLETED
+    assert ("settle", "stale_fence_rejected") in phases, phases
+    assert _commits(target_url, key) == 1
+    record = await ledger.get(key)
+    assert record is not None
+    assert record.status is EffectStatus.SUCCEEDED
+    assert record.attempt >= 2
+
+
+async def test_read_tools_never_touch_the_ledger(
+    client: Client, task_queue: str, migrated_database: str, ledger: EffectLedger
+) -> None:
+    run = spec("scripted:source-reader-demo")
+    async with running_worker(client, task_queue, migrated_database):
+        result = await (await start(client, run, task_queue)).result()
+    assert result.usage.tool_calls == 2
+    assert await ledger.list_effects(run_id=run.run_id) == []
+    assert await ledger.events(run.run_id) == []
+    assert json.dumps(result.model_dump(mode="json"))
