@@ -29,21 +29,13 @@ from definitions import catalog
 
 
 def find_tool(agent: Agent[Any], tool_name: str, owner: str | None = None) -> FunctionTool | None:
-    """Depth-first over the agent and the agents it hands off to; the owner's tool wins."""
+    """The named tool in the agent's handoff graph; the owner's tool wins a name clash."""
     fallback: FunctionTool | None = None
-    seen: set[int] = set()
-    stack: list[Agent[Any]] = [agent]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        for tool in current.tools:
-            if isinstance(tool, FunctionTool) and tool.name == tool_name:
-                if owner is None or current.name == owner:
-                    return tool
-                fallback = fallback or tool
-        stack.extend(h for h in current.handoffs if isinstance(h, Agent))
+    for current, tool in catalog.walk_tools(agent):
+        if tool.name == tool_name:
+            if owner is None or current.name == owner:
+                return tool
+            fallback = fallback or tool
     return fallback
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from agents import Agent
+from agents import Agent, FunctionTool
 
+from contracts.run import EffectClass, ToolPolicy
 from definitions import filler, notes_writer, source_reader, triage
+from definitions.governed import effect_of
 
 AgentFactory = Callable[[], Agent[Any]]
 
@@ -31,3 +33,36 @@ def build(name: str) -> Agent[Any]:
     if factory is None:
         raise UnknownAgentError(name)
     return factory()
+
+
+def walk_tools(agent: Agent[Any]) -> Iterator[tuple[Agent[Any], FunctionTool]]:
+    """Every function tool of the agent and of the agents it hands off to, with its owner."""
+    seen: set[int] = set()
+    stack: list[Agent[Any]] = [agent]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        for tool in current.tools:
+            if isinstance(tool, FunctionTool):
+                yield current, tool
+        stack.extend(h for h in current.handoffs if isinstance(h, Agent))
+
+
+def policy_snapshot(name: str) -> dict[str, ToolPolicy]:
+    """Tool -> effect class, allowed, approval, as the agent's definition declares them today.
+
+    Pinned into the RunSpec when a run starts, so a later change of the definition does not
+    change what a running run is allowed to do.
+    """
+    snapshot: dict[str, ToolPolicy] = {}
+    for _, tool in walk_tools(build(name)):
+        declaration = effect_of(tool)
+        if declaration is None:
+            snapshot[tool.name] = ToolPolicy(effect_class=EffectClass.READ)
+        else:
+            snapshot[tool.name] = ToolPolicy(
+                effect_class=declaration.effect_class, approval=declaration.approval
+            )
+    return snapshot

@@ -9,12 +9,18 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
 from contracts.run import RUN_WORKFLOW_TYPE, RunResult, RunSpec, workflow_id_for
 from contracts.search_attributes import initial_attributes
+from definitions import catalog
 
 
 async def start_run(
     client: Client, spec: RunSpec, task_queue: str
 ) -> WorkflowHandle[Any, RunResult]:
-    """Start the Run, or return the running one with the same run_id (never a second run)."""
+    """Start the Run, or return the running one with the same run_id (never a second run).
+
+    Without an explicit policy, the agent's declared policy is pinned into the spec.
+    """
+    if not spec.policy and spec.release.agent in catalog.CATALOG:
+        spec = spec.model_copy(update={"policy": catalog.policy_snapshot(spec.release.agent)})
     return await client.start_workflow(
         RUN_WORKFLOW_TYPE,
         spec,

@@ -216,7 +216,10 @@ class AgentRunWorkflow:
             )
         declaration = effect_of(tool)
         policy = self._policy(tool.name, declaration)
-        if declaration is not None and policy.effect_class is not EffectClass.READ:
+        if declaration is not None:
+            # A declared effect always takes the ledger path; a snapshot cannot downgrade it to a read.
+            if policy.effect_class is EffectClass.READ:
+                policy = policy.model_copy(update={"effect_class": declaration.effect_class})
             return await self._invoke_effect(agent_name, tool, declaration, policy, ctx, arguments)
         if not policy.allowed:
             self._event("ToolDenied", tool=tool.name, call_id=ctx.tool_call_id)

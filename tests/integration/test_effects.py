@@ -195,3 +195,42 @@ async def test_read_tools_never_touch_the_ledger(
     assert await ledger.list_effects(run_id=run.run_id) == []
     assert await ledger.events(run.run_id) == []
     assert json.dumps(result.model_dump(mode="json"))
+
+
+async def test_policy_snapshot_is_pinned_at_start_and_cannot_downgrade_an_effect(
+    client: Client,
+    task_queue: str,
+    migrated_database: str,
+    tmp_path: Path,
+    target_url: str,
+    ledger: EffectLedger,
+) -> None:
+    from contracts.run import EffectClass, ToolPolicy
+
+    note = f"snap-{task_queue[-8:]}"
+    script = write_script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "publish_note", "arguments": _args(note)}]},
+            {"text": "{{last_tool_output}}"},
+        ],
+    )
+    run = spec(
+        f"scripted:{script}",
+        agent="notes-writer",
+        policy={"publish_note": ToolPolicy(effect_class=EffectClass.READ)},
+    )
+    async with running_worker(client, task_queue, migrated_database, targets=_targets(target_url)):
+        handle = await start(client, run, task_queue)
+        result = await handle.result()
+    assert (result.final_output or "").startswith("ok: effect")
+    record = await ledger.get(note_effect_key(_args(note)))
+    assert record is not None  # went through the ledger despite the snapshot saying read
+    assert record.effect_class is EffectClass.WRITE
+    default = spec("scripted:notes-writer-demo", agent="notes-writer")
+    async with running_worker(client, task_queue, migrated_database, targets=_targets(target_url)):
+        pinned = await start(client, default, task_queue)
+        await pinned.result()
+        history = await pinned.fetch_history()
+    started = history.events[0].workflow_execution_started_event_attributes.input.payloads[0].data
+    assert json.loads(started)["policy"]["publish_note"]["effect_class"] == "write"
