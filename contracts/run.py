@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from contracts.approvals import ApprovalRequest
 from contracts.status import FailureReason, RunStatus, WaitingReason
 
 RUN_WORKFLOW_TYPE = "AgentRun"
@@ -154,6 +155,8 @@ class RunState(BaseModel):
     event_count: int = 0
     final_output: str | None = None
     transcript_ref: str | None = None
+    pending_approval: ApprovalRequest | None = None
+    """The approval the run waits for, exactly as an approver must sign it."""
 
 
 class RunResult(BaseModel):

@@ -38,6 +38,7 @@ class FailureReason(StrEnum):
     TOOL_ERROR = "tool_error"
     AGENT_ERROR = "agent_error"
     UNVERIFIED = "unverified"
+    APPROVAL_EXPIRED = "approval_expired"
     INTERNAL = "internal"
 
 

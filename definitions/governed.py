@@ -18,6 +18,19 @@ from agents import FunctionTool, function_tool
 from contracts.run import ApprovalRule, EffectClass
 
 EffectKeyFn = Callable[[dict[str, Any]], str]
+
+
+@dataclass(frozen=True)
+class ApprovalBinding:
+    """What an approver approves, exactly: a decision for another revision or hash is refused."""
+
+    subject: str
+    revision: str
+    content_hash: str
+    preview: str = ""
+
+
+BindingFn = Callable[[dict[str, Any]], ApprovalBinding]
 _ATTRIBUTE = "_groundwork_effect"
 _BUILDER = "_groundwork_builder"
 
@@ -33,6 +46,12 @@ class EffectDeclaration:
     domain_event: str = "EffectCommitted"
     fail_run_on_error: bool = False
     """When the effect fails for good, fail the run instead of telling the model."""
+    approval_binding: BindingFn | None = None
+    """Pure function of the arguments; default: subject = effect key, revision "1", the request hash."""
+    approver_roles: tuple[str, ...] = ()
+    approval_ttl_s: float = 24 * 3600
+    on_expiry: str = "fail"
+    """"fail" ends the run FAILED(approval_expired); "re_request" asks again."""
 
 
 def governed_tool(
@@ -43,9 +62,15 @@ def governed_tool(
     approval: ApprovalRule = ApprovalRule.NEVER,
     domain_event: str = "EffectCommitted",
     fail_run_on_error: bool = False,
+    approval_binding: BindingFn | None = None,
+    approver_roles: tuple[str, ...] = (),
+    approval_ttl_s: float = 24 * 3600,
+    on_expiry: str = "fail",
     name: str | None = None,
 ) -> Callable[[Callable[..., dict[str, Any]]], FunctionTool]:
     """Decorate a request builder `fn(**arguments) -> payload` as a governed function tool."""
+    if on_expiry not in ("fail", "re_request"):
+        raise ValueError("on_expiry must be 'fail' or 're_request'")
     if effect_class is EffectClass.READ:
         raise ValueError("a governed tool has an effect; plain @function_tool serves reads")
 
@@ -58,6 +83,10 @@ def governed_tool(
             approval=approval,
             domain_event=domain_event,
             fail_run_on_error=fail_run_on_error,
+            approval_binding=approval_binding,
+            approver_roles=approver_roles,
+            approval_ttl_s=approval_ttl_s,
+            on_expiry=on_expiry,
         )
         setattr(tool, _ATTRIBUTE, declaration)
         setattr(tool, _BUILDER, fn)

@@ -8,8 +8,8 @@ from typing import Any
 
 from agents import Agent
 
-from contracts.run import EffectClass
-from definitions.governed import governed_tool
+from contracts.run import ApprovalRule, EffectClass
+from definitions.governed import ApprovalBinding, governed_tool
 
 
 def note_effect_key(arguments: dict[str, Any]) -> str:
@@ -40,9 +40,44 @@ def publish_note(note_id: str, revision: int, content: str, title: str = "") -> 
     }
 
 
+def _review_binding(arguments: dict[str, Any]) -> ApprovalBinding:
+    content = str(arguments["content"])
+    return ApprovalBinding(
+        subject=f"note-{arguments['note_id']}",
+        revision=str(arguments["revision"]),
+        content_hash=hashlib.sha256(content.encode()).hexdigest(),
+        preview=content[:2000],
+    )
+
+
+@governed_tool(
+    effect_class=EffectClass.IRREVERSIBLE,
+    target="notes",
+    effect_key=note_effect_key,
+    approval=ApprovalRule.ALWAYS,
+    approval_binding=_review_binding,
+    approver_roles=("editor",),
+    domain_event="NotePublished",
+    name="publish_reviewed_note",
+)
+def publish_reviewed_note(note_id: str, revision: int, content: str) -> dict[str, Any]:
+    """Publish a revision of a note after an editor approves exactly this content.
+
+    Args:
+        note_id: Stable id of the note.
+        revision: Revision number of this content.
+        content: The full Markdown text.
+    """
+    return {
+        "path": f"notes/{note_id}.md",
+        "content": content,
+        "message": f"Publish {note_id} r{revision} (reviewed)",
+    }
+
+
 def build_agent() -> Agent[None]:
     return Agent(
         name="notes-writer",
         instructions="Publish the note the user asks for with publish_note, then confirm.",
-        tools=[publish_note],
+        tools=[publish_note, publish_reviewed_note],
     )

@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from adapters.approvals import ApproverConfig
 from adapters.targets.registry import TargetConfig
 
 
@@ -36,6 +37,10 @@ class Settings(BaseSettings):
     scripted_call_log: Path | None = None
     targets: dict[str, TargetConfig] = Field(default_factory=dict)
     """Effect targets by name, as JSON: {"notes": {"kind": "git", "path": "/srv/notes"}}."""
+    approvers: dict[str, ApproverConfig] = Field(default_factory=dict)
+    """Approvers by principal, as JSON: {"alice": {"secret": "...", "roles": ["editor"]}}."""
+    principal: str | None = None
+    """Who this CLI acts as when it signs approval decisions."""
     log_level: str = "INFO"
     web_ui_url: str | None = None
     """Base URL of the Web UI for printed links; defaults to the embedded UI."""

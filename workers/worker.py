@@ -16,9 +16,11 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from activities.approvals import ApprovalActivities
 from activities.effects import EffectActivities
 from activities.model_turn import ModelTurnActivities
 from activities.tool_call import ToolCallActivities
+from adapters.approvals import ApprovalStore
 from adapters.ledger import EffectLedger
 from adapters.models import ModelRouter
 from adapters.models.routes import ModelRouterConfig
@@ -97,11 +99,19 @@ def build_worker(client: Client, task_queue: str, deps: WorkerDeps, settings: Se
     models = ModelTurnActivities(deps.router, deps.transcripts)
     tools = ToolCallActivities(deps.transcripts)
     effects = EffectActivities(deps.ledger, deps.targets)
+    approvals = ApprovalActivities(ApprovalStore(deps.pool), settings.approvers)
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[AgentRunWorkflow],
-        activities=[models.model_turn, tools.tool_call, effects.dispatch, effects.resolve],
+        activities=[
+            models.model_turn,
+            tools.tool_call,
+            effects.dispatch,
+            effects.resolve,
+            approvals.record,
+            approvals.verify,
+        ],
         workflow_runner=sandbox_runner(),
         max_concurrent_activities=settings.max_concurrent_activities,
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_timeout_s),

@@ -19,8 +19,21 @@ with workflow.unsafe.imports_passed_through():
     from agents.tool_context import ToolContext
 
     from definitions import catalog
-    from definitions.governed import EffectDeclaration, effect_of
+    from definitions.governed import ApprovalBinding, EffectDeclaration, effect_of
 
+from contracts.approvals import (
+    APPROVAL_RECORD_ACTIVITY,
+    APPROVAL_VERIFY_ACTIVITY,
+    ApprovalDecision,
+    ApprovalRequest,
+    ApprovalStatus,
+    DecisionResult,
+    RecordApprovalInput,
+    Verdict,
+    VerifyDecisionInput,
+    VerifyDecisionResult,
+    binding_mismatch,
+)
 from contracts.effects import (
     EFFECT_DISPATCH_ACTIVITY,
     EFFECT_RESOLVE_ACTIVITY,
@@ -98,6 +111,10 @@ class AgentRunWorkflow:
         self._current_agent = spec.release.agent
         self._budget_exhausted: str | None = None
         self._resolutions: dict[str, ResolveEffectInput] = {}
+        self._pending_approval: ApprovalRequest | None = None
+        self._granted: ApprovalDecision | None = None
+        self._decided: dict[str, Verdict] = {}
+        self._approval_lock = asyncio.Lock()
         self._awaiting_resolution: set[str] = set()
 
     @workflow.query
@@ -114,6 +131,39 @@ class AgentRunWorkflow:
             )
             return
         self._resolutions.setdefault(resolution.effect_key, resolution)
+
+    @workflow.signal
+    async def approve(self, decision: ApprovalDecision) -> None:
+        """Approve the pending request (what `temporal workflow signal --name approve` sends)."""
+        result = await self._consider(decision.model_copy(update={"verdict": Verdict.APPROVE}))
+        workflow.logger.info("approve signal: %s", result.message)
+
+    @workflow.signal
+    async def reject(self, decision: ApprovalDecision) -> None:
+        result = await self._consider(decision.model_copy(update={"verdict": Verdict.REJECT}))
+        workflow.logger.info("reject signal: %s", result.message)
+
+    @workflow.update
+    async def decide_approval(self, decision: ApprovalDecision) -> DecisionResult:
+        """Approve or reject with a synchronous answer (the CLI and HTTP use this)."""
+        return await self._consider(decision)
+
+    @decide_approval.validator
+    def validate_decide_approval(self, decision: ApprovalDecision) -> None:
+        # Cheap checks only: a refused update leaves nothing in history.
+        if decision.approval_id in self._decided:
+            if self._decided[decision.approval_id] is not decision.verdict:
+                raise ValueError(
+                    f"approval {decision.approval_id} was already decided: "
+                    f"{self._decided[decision.approval_id].value}"
+                )
+            return
+        pending = self._pending_approval
+        if pending is None:
+            raise ValueError("this run has no pending approval")
+        mismatch = binding_mismatch(pending, decision)
+        if mismatch is not None:
+            raise ValueError(mismatch)
 
     @workflow.run
     async def run(self, spec: RunSpec) -> RunResult:
@@ -303,11 +353,29 @@ class AgentRunWorkflow:
             )
             return f"denied: {decision.reason}"
         if isinstance(decision, NeedsApproval):
-            self._event("ApprovalRequired", tool=tool.name, effect_key=decision.effect_key)
-            return (
-                f"not executed: {tool.name} needs approval for effect {decision.effect_key} "
-                "and this release has no approval flow configured"
+            verdict = await self._await_approval(tool.name, declaration, decision, parsed)
+            if verdict.verdict is Verdict.REJECT:
+                self._event(
+                    "ToolDenied", tool=tool.name, call_id=ctx.tool_call_id, reason="rejected"
+                )
+                return f"rejected by {verdict.principal}: {verdict.reason or 'no reason given'}; nothing was done"
+            decision = prepare(
+                run_id=self._spec.run_id,
+                agent_name=self._spec.release.agent,
+                owner_agent=agent_name,
+                tool_name=tool.name,
+                call_id=ctx.tool_call_id,
+                arguments=parsed,
+                policy=policy,
+                target=declaration.target,
+                effect_key=str(effect_key),
+                domain_event=declaration.domain_event,
+                now=workflow.now(),
+                timeout=timedelta(seconds=self._spec.timeouts.tool_call_s),
+                approved=True,  # a fact (ReviewApproved), and the call still passes prepare
             )
+            if not isinstance(decision, PreparedCall):
+                return f"denied: {getattr(decision, 'reason', 'not allowed after approval')}"
         self._state.usage.tool_calls += 1
         self._event(
             "EffectPrepared",
@@ -398,6 +466,153 @@ class AgentRunWorkflow:
             principal=resolution.principal,
         )
         return resolution, record
+
+    # -- approvals ------------------------------------------------------------------------
+
+    async def _await_approval(
+        self,
+        tool_name: str,
+        declaration: EffectDeclaration,
+        needed: NeedsApproval,
+        arguments: dict[str, Any],
+    ) -> ApprovalDecision:
+        binding = (
+            declaration.approval_binding(arguments)
+            if declaration.approval_binding is not None
+            else ApprovalBinding(
+                subject=needed.effect_key, revision="1", content_hash=needed.request_hash
+            )
+        )
+        ttl = timedelta(seconds=declaration.approval_ttl_s)
+        async with self._approval_lock:  # parallel tool calls ask one at a time
+            while True:
+                now = workflow.now()
+                request = ApprovalRequest(
+                    approval_id=str(workflow.uuid4()),
+                    run_id=self._spec.run_id,
+                    subject=binding.subject,
+                    revision=str(binding.revision),
+                    content_hash=binding.content_hash,
+                    destination=declaration.target,
+                    scope=tool_name,
+                    effect_key=needed.effect_key,
+                    requested_at=now,
+                    expires_at=now + ttl,
+                    approver_roles=list(declaration.approver_roles),
+                    preview=binding.preview,
+                )
+                await self._record_approval(request)
+                self._pending_approval = request
+                self._state.pending_approval = request
+                self._transition(
+                    RunStatus.WAITING,
+                    "ApprovalRequested",
+                    waiting_reason=WaitingReason.APPROVAL,
+                    approval_id=request.approval_id,
+                    subject=request.subject,
+                    revision=request.revision,
+                )
+                try:
+                    await workflow.wait_condition(lambda: self._granted is not None, timeout=ttl)
+                except TimeoutError:
+                    self._pending_approval = None
+                    self._state.pending_approval = None
+                    await self._record_approval(
+                        request.model_copy(update={"status": ApprovalStatus.EXPIRED})
+                    )
+                    self._transition(
+                        RunStatus.RUNNING, "ApprovalExpired", approval_id=request.approval_id
+                    )
+                    if declaration.on_expiry == "re_request":
+                        continue
+                    self._fail(
+                        FailureReason.APPROVAL_EXPIRED,
+                        f"approval for {tool_name} expired after {ttl}",
+                    )
+                decision = self._granted
+                assert decision is not None
+                self._granted = None
+                self._pending_approval = None
+                self._state.pending_approval = None
+                status = (
+                    ApprovalStatus.APPROVED
+                    if decision.verdict is Verdict.APPROVE
+                    else ApprovalStatus.REJECTED
+                )
+                await self._record_approval(
+                    request.model_copy(
+                        update={
+                            "status": status,
+                            "decided_by": decision.principal,
+                            "decided_at": workflow.now(),
+                            "reason": decision.reason or None,
+                        }
+                    )
+                )
+                self._transition(
+                    RunStatus.RUNNING,
+                    "ReviewApproved" if status is ApprovalStatus.APPROVED else "ReviewRejected",
+                    approval_id=request.approval_id,
+                    by=decision.principal,
+                )
+                return decision
+
+    async def _record_approval(self, request: ApprovalRequest) -> None:
+        await workflow.execute_activity(
+            APPROVAL_RECORD_ACTIVITY,
+            RecordApprovalInput(request=request),
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=TOOL_RETRY,
+        )
+
+    async def _consider(self, decision: ApprovalDecision) -> DecisionResult:
+        """One path for signals and updates: binding, expiry, then the signature, in an activity."""
+        decided = self._decided.get(decision.approval_id)
+        if decided is not None:
+            if decided is decision.verdict:
+                return DecisionResult(accepted=True, message="already decided the same way")
+            return DecisionResult(accepted=False, message=f"already decided: {decided.value}")
+        pending = self._pending_approval
+        if pending is None:
+            return DecisionResult(accepted=False, message="this run has no pending approval")
+        mismatch = binding_mismatch(pending, decision)
+        if mismatch is not None:
+            return DecisionResult(accepted=False, message=mismatch)
+        if workflow.now() >= pending.expires_at:
+            return DecisionResult(accepted=False, message="the approval request has expired")
+        verified: VerifyDecisionResult = await workflow.execute_activity(
+            APPROVAL_VERIFY_ACTIVITY,
+            VerifyDecisionInput(decision=decision, approver_roles=pending.approver_roles),
+            result_type=VerifyDecisionResult,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=TOOL_RETRY,
+        )
+        if not verified.valid:
+            self._event(
+                "ApprovalDecisionRefused", approval_id=decision.approval_id, reason=verified.reason
+            )
+            return DecisionResult(accepted=False, message=verified.reason)
+        # Another decision may have landed while the signature was being checked.
+        decided = self._decided.get(decision.approval_id)
+        if decided is not None:
+            same = decided is decision.verdict
+            return DecisionResult(
+                accepted=same, message="already decided" + ("" if same else f": {decided.value}")
+            )
+        if self._pending_approval is not pending:
+            return DecisionResult(
+                accepted=False, message="the approval request changed while verifying"
+            )
+        self._decided[decision.approval_id] = decision.verdict
+        self._granted = decision
+        status = (
+            ApprovalStatus.APPROVED
+            if decision.verdict is Verdict.APPROVE
+            else ApprovalStatus.REJECTED
+        )
+        return DecisionResult(
+            accepted=True, message=f"{status.value} by {decision.principal}", status=status
+        )
 
     # -- status, events, search attributes ---------------------------------------------
 

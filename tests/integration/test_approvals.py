@@ -1,0 +1,141 @@
+"""Approvals bound to exactly what is approved, verified where the secrets are."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+
+from contracts.approvals import ApprovalDecision, ApprovalRequest, DecisionResult, Verdict, sign
+from contracts.run import RunState
+from contracts.status import RunStatus, WaitingReason
+from definitions.notes_writer import note_effect_key
+from tests.helpers import running_worker, spec, start, write_script
+from tests.integration.test_targets import service
+
+EDITOR_SECRET = "editor-secret-do-not-log-7f3a"
+APPROVERS = {
+    "alice": {"secret": EDITOR_SECRET, "roles": ["editor"]},
+    "mallory": {"secret": "mallory-secret", "roles": ["viewer"]},
+}
+
+
+@pytest.fixture(scope="module")
+def target_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with service(tmp_path_factory.mktemp("svc") / "effects.sqlite") as url:
+        yield url
+
+
+def _commits(url: str, key: str) -> int:
+    return int(httpx2.get(f"{url}/stats", timeout=5).json()["commits"].get(key, 0))
+
+
+def decision(request: ApprovalRequest, principal: str = "alice", secret: str = EDITOR_SECRET,
+             verdict: Verdict = Verdict.APPROVE, **changes: Any) -> ApprovalDecision:  # fmt: skip
+    unsigned = ApprovalDecision(
+        approval_id=request.approval_id, verdict=verdict, principal=principal, subject=request.subject,
+        revision=request.revision, content_hash=request.content_hash, destination=request.destination,
+        scope=request.scope,
+    ).model_copy(update=changes)  # fmt: skip
+    return unsigned.model_copy(update={"signature": sign(unsigned, secret)})
+
+
+async def _pending(handle: WorkflowHandle[Any, Any]) -> ApprovalRequest:
+    for _ in range(400):
+        state: RunState = await handle.query("get_state", result_type=RunState)
+        if state.status is RunStatus.WAITING and state.pending_approval is not None:
+            assert state.waiting_reason is WaitingReason.APPROVAL
+            return state.pending_approval
+        await asyncio.sleep(0.05)
+    raise AssertionError("run never waited for approval")
+
+
+async def _run(
+    client: Client, task_queue: str, tmp_path: Path, note: str, revision: int = 7
+) -> tuple[WorkflowHandle[Any, Any], str]:
+    arguments = {
+        "note_id": note,
+        "revision": revision,
+        "content": f"# {note}\n\nrevision {revision}\n",
+    }
+    script = write_script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "publish_reviewed_note", "arguments": arguments}]},
+            {"text": "{{last_tool_output}}"},
+        ],
+    )
+    handle = await start(client, spec(f"scripted:{script}", agent="notes-writer"), task_queue)
+    return handle, note_effect_key(arguments)
+
+
+async def test_an_approval_binds_revision_hash_destination_and_approver(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path, target_url: str
+) -> None:
+    targets = {"notes": {"kind": "http", "base_url": target_url}}
+    async with running_worker(
+        client, task_queue, migrated_database, targets=targets, approvers=APPROVERS
+    ):
+        handle, key = await _run(client, task_queue, tmp_path, f"bound-{task_queue[-8:]}")
+        request = await _pending(handle)
+        assert request.revision == "7"
+        assert (
+            request.content_hash
+            == hashlib.sha256(f"# {request.subject[5:]}\n\nrevision 7\n".encode()).hexdigest()
+        )
+        refusals = {
+            "revision": decision(request, revision="6"),
+            "content": decision(request, content_hash="0" * 64),
+            "destination": decision(request, destination="elsewhere"),
+        }
+        for what, bad in refusals.items():
+            with pytest.raises(WorkflowUpdateFailedError) as refused:
+                await handle.execute_update("decide_approval", bad, result_type=DecisionResult)
+            assert what in str(refused.value.cause), what
+        forged = await handle.execute_update(
+            "decide_approval", decision(request, secret="guess"), result_type=DecisionResult
+        )
+        assert not forged.accepted
+        assert forged.message == "bad signature"
+        unauthorized = await handle.execute_update(
+            "decide_approval",
+            decision(request, principal="mallory", secret="mallory-secret"),
+            result_type=DecisionResult,
+        )
+        assert not unauthorized.accepted
+        assert "lacks a required role" in unauthorized.message
+        assert _commits(target_url, key) == 0  # nothing refused published anything
+
+        good = decision(request)
+        first = await handle.execute_update("decide_approval", good, result_type=DecisionResult)
+        assert first.accepted
+        await handle.signal("approve", good)  # the same decision again is the same decision
+        result = await handle.result()
+        history = await handle.fetch_history()
+    assert result.status is RunStatus.COMPLETED
+    assert (result.final_output or "").startswith(f"ok: effect {key} committed")
+    assert _commits(target_url, key) == 1
+    assert EDITOR_SECRET not in history.to_json()
+
+
+async def test_reject_publishes_nothing_and_the_model_is_told(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path, target_url: str
+) -> None:
+    targets = {"notes": {"kind": "http", "base_url": target_url}}
+    async with running_worker(
+        client, task_queue, migrated_database, targets=targets, approvers=APPROVERS
+    ):
+        handle, key = await _run(client, task_queue, tmp_path, f"rejected-{task_queue[-8:]}")
+        request = await _pending(handle)
+        await handle.signal("reject", decision(request, verdict=Verdict.REJECT, reason="tone"))
+        result = await handle.result()
+        late = await handle.query("get_state", result_type=RunState)
+    assert (result.final_output or "").startswith("rejected by alice: tone")
+    assert _commits(target_url, key) == 0
+    assert late.pending_approval is None
