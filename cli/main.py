@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from cli.approval_commands import approval_app, approve, reject
 from cli.demo import demo
 from cli.effect_commands import effect_app
 from cli.run_commands import run_app
@@ -20,9 +21,12 @@ app.command()(down)
 app.command()(status)
 app.command()(worker)
 app.command()(demo)
+app.command()(approve)
+app.command()(reject)
 app.add_typer(run_app, name="run")
 app.add_typer(db_app, name="db")
 app.add_typer(effect_app, name="effect")
+app.add_typer(approval_app, name="approval")
 app.add_typer(target_app, name="target")
 
 

@@ -139,3 +139,70 @@ async def test_reject_publishes_nothing_and_the_model_is_told(
     assert (result.final_output or "").startswith("rejected by alice: tone")
     assert _commits(target_url, key) == 0
     assert late.pending_approval is None
+
+
+async def test_cli_approve_shows_what_is_approved_and_signs_it(
+    temporal_env: Any,
+    client: Client,
+    task_queue: str,
+    migrated_database: str,
+    tmp_path: Path,
+    target_url: str,
+) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GROUNDWORK_")}
+    env.update(
+        GROUNDWORK_TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
+        GROUNDWORK_DATABASE_URL=migrated_database,
+        GROUNDWORK_APPROVERS=json.dumps(APPROVERS),
+        COLUMNS="200",
+    )
+
+    async def gw(*args: str) -> subprocess.CompletedProcess[str]:
+        # In a thread: the worker answering the CLI's query runs on this event loop.
+        return await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "cli", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    targets = {"notes": {"kind": "http", "base_url": target_url}}
+    async with running_worker(
+        client, task_queue, migrated_database, targets=targets, approvers=APPROVERS
+    ):
+        handle, key = await _run(client, task_queue, tmp_path, f"cli-{task_queue[-8:]}")
+        request = await _pending(handle)
+        run_id = handle.id.removeprefix("run-")
+        nobody = await gw("approve", run_id, "--yes")
+        assert nobody.returncode == 2
+        assert "--as PRINCIPAL" in nobody.stderr
+        wrong = await gw("approve", run_id, "--approval", "not-it", "--as", "alice", "--yes")
+        assert wrong.returncode == 1
+        assert request.approval_id in wrong.stderr
+        approved = await gw("approve", run_id, "--as", "alice", "--yes")
+        assert approved.returncode == 0, approved.stderr
+        for shown in (
+            request.subject,
+            request.revision,
+            request.content_hash,
+            request.destination,
+            "revision 7",
+        ):
+            assert shown in approved.stdout
+        assert "approved by alice" in approved.stdout
+        result = await handle.result()
+        listed = await gw("approval", "list", "--run", run_id, "--json")
+    assert result.status is RunStatus.COMPLETED
+    assert _commits(target_url, key) == 1
+    rows = json.loads(listed.stdout)
+    assert [(r["status"], r["decided_by"]) for r in rows] == [("approved", "alice")]
