@@ -97,12 +97,12 @@ def sign(decision: ApprovalDecision, secret: str) -> str:
 
 def binding_mismatch(request: ApprovalRequest, decision: ApprovalDecision) -> str | None:
     """Why a decision does not bind to this request, or None when every bound field matches."""
-    if decision.approval_id != request.approval_id:
-        return f"approval {decision.approval_id} is not the pending one ({request.approval_id})"
     if decision.subject != request.subject:
         return f"subject {decision.subject!r} is not {request.subject!r}"
     if decision.revision != request.revision:
         return f"revision {decision.revision} is superseded: the current revision is {request.revision}"
+    if decision.approval_id != request.approval_id:
+        return f"approval {decision.approval_id} is not the pending one ({request.approval_id})"
     if decision.content_hash != request.content_hash:
         return "content hash does not match the content waiting for approval"
     if decision.destination != request.destination:

@@ -93,7 +93,11 @@ def _effect_retry() -> RetryPolicy:
     )
 
 
-class BudgetExhaustedError(Exception):
+class RunAbortedError(Exception):
+    """Raised inside the SDK's loop when the run must end FAILED; see `_must_fail`."""
+
+
+class BudgetExhaustedError(RunAbortedError):
     """Raised before an action the budget does not allow; ends the run FAILED(budget)."""
 
 
@@ -109,7 +113,9 @@ class AgentRunWorkflow:
             budgets=spec.budgets,
         )
         self._current_agent = spec.release.agent
-        self._budget_exhausted: str | None = None
+        self._must_fail: tuple[FailureReason, str] | None = None
+        """Set where the run must end FAILED from inside the SDK's loop, which may wrap our
+        exception (a tool's error becomes a UserError); run() honours it whatever surfaces."""
         self._resolutions: dict[str, ResolveEffectInput] = {}
         self._pending_approval: ApprovalRequest | None = None
         self._granted: ApprovalDecision | None = None
@@ -202,20 +208,20 @@ class AgentRunWorkflow:
         except asyncio.CancelledError:
             self._cancelled()
             raise
-        except BudgetExhaustedError as err:
-            return self._fail(FailureReason.BUDGET, str(err))
-        except ActivityError as err:
-            if isinstance(err.cause, CancelledError):
+        except Exception as err:
+            if self._must_fail is not None:
+                self._fail(*self._must_fail)
+            if _cancellation_in(err):
                 self._cancelled()
                 raise CancelledError("run cancelled") from err
-            return self._fail(*self._activity_failure(err))
-        except AgentsException as err:
-            if self._budget_exhausted is not None:
-                return self._fail(FailureReason.BUDGET, self._budget_exhausted)
-            return self._fail(FailureReason.AGENT_ERROR, f"{type(err).__name__}: {err}")
-        if self._budget_exhausted is not None:
-            # A budget error raised inside a tool can be swallowed by the SDK; it still ends the run.
-            return self._fail(FailureReason.BUDGET, self._budget_exhausted)
+            if isinstance(err, ActivityError):
+                self._fail(*self._activity_failure(err))
+            if isinstance(err, AgentsException):
+                self._fail(FailureReason.AGENT_ERROR, f"{type(err).__name__}: {err}")
+            raise  # anything else is a bug: fail the workflow task, fix, and the run resumes
+        if self._must_fail is not None:
+            # An error raised inside a tool can be swallowed by the SDK; it still ends the run.
+            self._fail(*self._must_fail)
         output = result.final_output
         text = output if isinstance(output, str) else _to_text(output)
         self._state.final_output = text
@@ -225,8 +231,13 @@ class AgentRunWorkflow:
     # -- budgets and accounting -------------------------------------------------------
 
     def _exhaust(self, message: str) -> BudgetExhaustedError:
-        self._budget_exhausted = message
+        self._must_fail = (FailureReason.BUDGET, message)
         return BudgetExhaustedError(message)
+
+    def _abort(self, reason: FailureReason, message: str) -> NoReturn:
+        """End the run FAILED from inside a tool or model call (see `_must_fail`)."""
+        self._must_fail = (reason, message)
+        raise RunAbortedError(message)
 
     def _before_model_turn(self) -> int:
         usage, budgets = self._state.usage, self._spec.budgets
@@ -258,8 +269,8 @@ class AgentRunWorkflow:
         self, agent_name: str, tool: FunctionTool, ctx: ToolContext[Any], arguments: str
     ) -> str:
         usage, budgets = self._state.usage, self._spec.budgets
-        if self._budget_exhausted is not None:
-            raise BudgetExhaustedError(self._budget_exhausted)
+        if self._must_fail is not None:
+            raise RunAbortedError(self._must_fail[1])
         if usage.tool_calls >= budgets.max_tool_calls:
             raise self._exhaust(
                 f"max_tool_calls={budgets.max_tool_calls} reached before calling {tool.name}"
@@ -397,7 +408,7 @@ class AgentRunWorkflow:
             return f"ok: effect {outcome.effect_key} committed at {decision.target} as {outcome.external_ref}"
         message = f"error ({outcome.status.value}): {outcome.message}"
         if declaration.fail_run_on_error:
-            self._fail(FailureReason.TOOL_ERROR, f"{tool.name}: {message}")
+            self._abort(FailureReason.TOOL_ERROR, f"{tool.name}: {message}")
         return message
 
     async def _dispatch_until_settled(self, call: PreparedCall) -> EffectOutcome:
@@ -525,7 +536,7 @@ class AgentRunWorkflow:
                     )
                     if declaration.on_expiry == "re_request":
                         continue
-                    self._fail(
+                    self._abort(
                         FailureReason.APPROVAL_EXPIRED,
                         f"approval for {tool_name} expired after {ttl}",
                     )
@@ -658,9 +669,10 @@ class AgentRunWorkflow:
         )
 
     def _fail(self, reason: FailureReason, message: str) -> NoReturn:
-        self._state.failure_reason = reason
-        self._state.failure_message = message
-        self._transition(RunStatus.FAILED, "RunFailed", reason=reason.value, message=message)
+        if self._state.status is not RunStatus.FAILED:
+            self._state.failure_reason = reason
+            self._state.failure_message = message
+            self._transition(RunStatus.FAILED, "RunFailed", reason=reason.value, message=message)
         # Failing the workflow (not returning) keeps Temporal's own status equal to ours.
         raise ApplicationError(
             f"run failed ({reason.value}): {message}",
@@ -687,6 +699,20 @@ class AgentRunWorkflow:
         if isinstance(cause, FailureError) and "tool_call" in (err.activity_type or ""):
             kind = FailureReason.TOOL_ERROR
         return kind, f"{err.activity_type}: {message}"
+
+
+def _cancellation_in(err: BaseException) -> bool:
+    """Whether a Temporal cancellation hides in the chain (the SDK wraps tool errors)."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, CancelledError | asyncio.CancelledError):
+            return True
+        if isinstance(current, ActivityError) and isinstance(current.cause, CancelledError):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _to_text(output: Any) -> str:

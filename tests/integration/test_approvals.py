@@ -206,3 +206,40 @@ async def test_cli_approve_shows_what_is_approved_and_signs_it(
     assert _commits(target_url, key) == 1
     rows = json.loads(listed.stdout)
     assert [(r["status"], r["decided_by"]) for r in rows] == [("approved", "alice")]
+
+
+async def test_cancel_while_waiting_for_approval_ends_cancelled(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path, target_url: str
+) -> None:
+    from temporalio.client import WorkflowFailureError
+
+    targets = {"notes": {"kind": "http", "base_url": target_url}}
+    async with running_worker(
+        client, task_queue, migrated_database, targets=targets, approvers=APPROVERS
+    ):
+        handle, key = await _run(client, task_queue, tmp_path, f"cancelled-{task_queue[-8:]}")
+        request = await _pending(handle)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        state = await handle.query("get_state", result_type=RunState)
+    assert state.status is RunStatus.CANCELLED
+    assert request.approval_id
+    assert _commits(target_url, key) == 0
+
+
+def test_a_decision_for_an_old_revision_names_the_current_one() -> None:
+    from datetime import UTC, datetime
+
+    from contracts.approvals import binding_mismatch
+
+    now = datetime.now(UTC)
+    current = ApprovalRequest(
+        approval_id="a8", run_id="r", subject="article-42", revision="8", content_hash="h8",
+        destination="docs-site", scope="publish", effect_key="k", requested_at=now, expires_at=now,
+    )  # fmt: skip
+    old = ApprovalDecision(
+        approval_id="a7", verdict=Verdict.APPROVE, principal="alice", subject="article-42", revision="7",
+        content_hash="h7", destination="docs-site", scope="publish",
+    )  # fmt: skip
+    assert binding_mismatch(current, old) == "revision 7 is superseded: the current revision is 8"

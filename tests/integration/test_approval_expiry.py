@@ -1,0 +1,88 @@
+"""Approval expiry is a durable timer: with time skipping the 24 h TTL passes at once."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx2
+import pytest
+from psycopg_pool import AsyncConnectionPool
+from temporalio.client import WorkflowFailureError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+
+from adapters.approvals import ApprovalStore
+from contracts.approvals import ApprovalStatus
+from contracts.run import RunState
+from contracts.search_attributes import dev_server_args
+from contracts.status import FailureReason, RunStatus
+from definitions.notes_writer import note_effect_key
+from tests.helpers import running_worker, spec, start, write_script
+from tests.integration.test_targets import service
+from workers.binaries import temporal_binary
+
+
+@pytest.fixture(scope="module")
+async def skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await WorkflowEnvironment.start_time_skipping_v2(
+        dev_server_existing_path=str(temporal_binary()),
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=[
+            *dev_server_args(), "--log-level", "error",
+            "--dynamic-config-value", "frontend.WorkflowTimeSkippingEnabled=true",
+        ],
+    )  # fmt: skip
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+@pytest.fixture(scope="module")
+def target_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with service(tmp_path_factory.mktemp("svc") / "effects.sqlite") as url:
+        yield url
+
+
+async def test_unanswered_approval_expires_and_fails_the_run(
+    skipping_env: WorkflowEnvironment,
+    task_queue: str,
+    migrated_database: str,
+    tmp_path: Path,
+    target_url: str,
+) -> None:
+    client = skipping_env.client
+    arguments = {
+        "note_id": f"expiring-{task_queue[-8:]}",
+        "revision": 2,
+        "content": "# never approved\n",
+    }
+    script = write_script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "publish_reviewed_note", "arguments": arguments}]},
+            {"text": "done"},
+        ],
+    )
+    run = spec(f"scripted:{script}", agent="notes-writer")
+    targets = {"notes": {"kind": "http", "base_url": target_url}}
+    async with running_worker(client, task_queue, migrated_database, targets=targets):
+        handle = await start(client, run, task_queue)
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+        state = await handle.query("get_state", result_type=RunState)
+    cause = failure.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "RunFailed.approval_expired"
+    assert state.status is RunStatus.FAILED
+    assert state.failure_reason is FailureReason.APPROVAL_EXPIRED
+    key = note_effect_key(arguments)
+    stats = httpx2.get(f"{target_url}/stats", timeout=5).json()
+    assert stats["commits"].get(key, 0) == 0
+    async with AsyncConnectionPool(
+        migrated_database, min_size=1, max_size=1, kwargs={"autocommit": True}
+    ) as pool:
+        rows = await ApprovalStore(pool).list_approvals(run_id=run.run_id)
+    assert [r.status for r in rows] == [ApprovalStatus.EXPIRED]
