@@ -31,6 +31,9 @@ class ApprovalActivities:
     async def verify(self, request: VerifyDecisionInput) -> VerifyDecisionResult:
         result = verify(request.decision, self._approvers, request.approver_roles)
         activity_logger(approval_id=request.decision.approval_id).info(
-            "approval_verified", principal=request.decision.principal, valid=result.valid, reason=result.reason
+            "approval_verified",
+            principal=request.decision.principal,
+            valid=result.valid,
+            reason=result.reason,
         )
         return result

@@ -65,12 +65,16 @@ class ApprovalStore:
                              "destination": request.destination, "reason": request.reason})),
                 )  # fmt: skip
 
-    async def list_approvals(self, run_id: str | None = None, limit: int = 100) -> list[ApprovalRequest]:
+    async def list_approvals(
+        self, run_id: str | None = None, limit: int = 100
+    ) -> list[ApprovalRequest]:
         async with self._pool.connection() as conn:
             cur = conn.cursor(row_factory=dict_row)
             where = "WHERE run_id = %s" if run_id else ""
             params: tuple[Any, ...] = (run_id, limit) if run_id else (limit,)
-            await cur.execute(f"SELECT * FROM approvals {where} ORDER BY requested_at DESC LIMIT %s", params)
+            await cur.execute(
+                f"SELECT * FROM approvals {where} ORDER BY requested_at DESC LIMIT %s", params
+            )
             return [ApprovalRequest.model_validate(row) for row in await cur.fetchall()]
 
 

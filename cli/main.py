@@ -7,6 +7,7 @@ import typer
 from cli.approval_commands import approval_app, approve, reject
 from cli.demo import demo
 from cli.effect_commands import effect_app
+from cli.input_commands import input_app
 from cli.run_commands import run_app
 from cli.stack_commands import db_app, down, status, up, worker
 from cli.target_commands import target_app
@@ -27,6 +28,7 @@ app.add_typer(run_app, name="run")
 app.add_typer(db_app, name="db")
 app.add_typer(effect_app, name="effect")
 app.add_typer(approval_app, name="approval")
+app.add_typer(input_app, name="input")
 app.add_typer(target_app, name="target")
 
 

@@ -155,6 +155,8 @@ class RunState(BaseModel):
     event_count: int = 0
     final_output: str | None = None
     transcript_ref: str | None = None
+    input_cursor: int = 0
+    """The newest input this run has consumed; its next wait matches only later inputs."""
     pending_approval: ApprovalRequest | None = None
     """The approval the run waits for, exactly as an approver must sign it."""
 

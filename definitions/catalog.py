@@ -8,7 +8,7 @@ from typing import Any
 from agents import Agent, FunctionTool
 
 from contracts.run import EffectClass, ToolPolicy
-from definitions import filler, notes_writer, source_reader, triage
+from definitions import filler, notes_writer, source_reader, triage, watcher
 from definitions.governed import effect_of
 
 AgentFactory = Callable[[], Agent[Any]]
@@ -18,6 +18,7 @@ CATALOG: Mapping[str, AgentFactory] = {
     "filler": filler.build_agent,
     "triage": triage.build_agent,
     "notes-writer": notes_writer.build_agent,
+    "watcher": watcher.build_agent,
 }
 
 

@@ -20,13 +20,16 @@ from activities.approvals import ApprovalActivities
 from activities.effects import EffectActivities
 from activities.model_turn import ModelTurnActivities
 from activities.tool_call import ToolCallActivities
+from activities.waits import WaitActivities
 from adapters.approvals import ApprovalStore
 from adapters.ledger import EffectLedger
 from adapters.models import ModelRouter
 from adapters.models.routes import ModelRouterConfig
 from adapters.targets.registry import TargetRegistry
 from adapters.transcripts import TranscriptStore
+from adapters.waits import WaitStore
 from workers.client import connect
+from workers.relay import relay_forever
 from workers.settings import Settings
 from workflows.agent_run import AgentRunWorkflow
 
@@ -100,6 +103,7 @@ def build_worker(client: Client, task_queue: str, deps: WorkerDeps, settings: Se
     tools = ToolCallActivities(deps.transcripts)
     effects = EffectActivities(deps.ledger, deps.targets)
     approvals = ApprovalActivities(ApprovalStore(deps.pool), settings.approvers)
+    waits = WaitActivities(WaitStore(deps.pool))
     return Worker(
         client,
         task_queue=task_queue,
@@ -111,6 +115,8 @@ def build_worker(client: Client, task_queue: str, deps: WorkerDeps, settings: Se
             effects.resolve,
             approvals.record,
             approvals.verify,
+            waits.install,
+            waits.close,
         ],
         workflow_runner=sandbox_runner(),
         max_concurrent_activities=settings.max_concurrent_activities,
@@ -133,6 +139,10 @@ async def run_worker(settings: Settings, temporal_address: str, database_url: st
             temporal=temporal_address,
             pid=os.getpid(),
         )
-        async with worker:
-            await stop.wait()
+        relay = asyncio.create_task(relay_forever(client, WaitStore(deps.pool)))
+        try:
+            async with worker:
+                await stop.wait()
+        finally:
+            relay.cancel()
         log.info("worker_stopped", task_queue=settings.task_queue)

@@ -6,6 +6,7 @@ status change follows the transition table and is mirrored to search attributes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from datetime import timedelta
 from typing import Any, NoReturn
@@ -20,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
 
     from definitions import catalog
     from definitions.governed import ApprovalBinding, EffectDeclaration, effect_of
+    from definitions.waits import is_wait_tool
 
 from contracts.approvals import (
     APPROVAL_RECORD_ACTIVITY,
@@ -71,6 +73,14 @@ from contracts.search_attributes import (
 )
 from contracts.status import FailureReason, RunStatus, WaitingReason, check_transition
 from contracts.tool_call import TOOL_CALL_ACTIVITY, ToolCallInput, ToolCallResult
+from contracts.waits import (
+    SUBSCRIPTION_CLOSE_ACTIVITY,
+    SUBSCRIPTION_INSTALL_ACTIVITY,
+    CloseSubscriptionInput,
+    Delivery,
+    InstallResult,
+    Subscription,
+)
 from workflows._model_stub import TurnHooks, WorkflowModel, WorkflowModelProvider
 from workflows._tool_gateway import UngovernableToolError, govern
 
@@ -121,6 +131,7 @@ class AgentRunWorkflow:
         self._granted: ApprovalDecision | None = None
         self._decided: dict[str, Verdict] = {}
         self._approval_lock = asyncio.Lock()
+        self._delivered: dict[str, dict[int, Delivery]] = {}
         self._awaiting_resolution: set[str] = set()
 
     @workflow.query
@@ -170,6 +181,11 @@ class AgentRunWorkflow:
         mismatch = binding_mismatch(pending, decision)
         if mismatch is not None:
             raise ValueError(mismatch)
+
+    @workflow.signal
+    def deliver_input(self, delivery: Delivery) -> None:
+        """An input matched one of this run's subscriptions; duplicates are the same delivery."""
+        self._delivered.setdefault(delivery.subscription_id, {})[delivery.input.input_id] = delivery
 
     @workflow.run
     async def run(self, spec: RunSpec) -> RunResult:
@@ -275,6 +291,8 @@ class AgentRunWorkflow:
             raise self._exhaust(
                 f"max_tool_calls={budgets.max_tool_calls} reached before calling {tool.name}"
             )
+        if is_wait_tool(tool):
+            return await self._wait_for_event(ctx, arguments)
         declaration = effect_of(tool)
         policy = self._policy(tool.name, declaration)
         if declaration is not None:
@@ -477,6 +495,75 @@ class AgentRunWorkflow:
             principal=resolution.principal,
         )
         return resolution, record
+
+    # -- durable waits --------------------------------------------------------------------
+
+    async def _wait_for_event(self, ctx: ToolContext[Any], arguments: str) -> str:
+        try:
+            args = json.loads(arguments or "{}")
+            type_, subject = str(args["type"]), str(args["subject"])
+            timeout = timedelta(seconds=max(1, int(args.get("timeout_s", 3600))))
+        except (ValueError, KeyError, TypeError) as err:
+            return (
+                f"error (invalid_arguments): wait_for_event needs type, subject, timeout_s: {err}"
+            )
+        subscription = Subscription(
+            subscription_id=f"{self._spec.run_id}:{workflow.uuid4()}",
+            run_id=self._spec.run_id,
+            type=type_,
+            subject=subject,
+            after_cursor=self._state.input_cursor,
+            since=workflow.info().start_time - timedelta(seconds=5),  # margin for clock skew
+            expires_at=workflow.now() + timeout,
+        )
+        key = subscription.subscription_id
+        installed: InstallResult = await workflow.execute_activity(
+            SUBSCRIPTION_INSTALL_ACTIVITY,
+            subscription,
+            result_type=InstallResult,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=TOOL_RETRY,
+        )
+        for delivery in installed.deliveries:
+            self.deliver_input(delivery)
+        waited = False
+        if not self._delivered.get(key):
+            waited = True
+            self._transition(
+                RunStatus.WAITING,
+                "WaitingForEvent",
+                waiting_reason=WaitingReason.EVENT,
+                subscription_id=key,
+                type=type_,
+                subject=subject,
+            )
+            with contextlib.suppress(TimeoutError):  # expiry is an answer too: "timed out"
+                await workflow.wait_condition(
+                    lambda: bool(self._delivered.get(key)), timeout=timeout
+                )
+        delivered = self._delivered.get(key, {})
+        first = delivered[min(delivered)] if delivered else None
+        await workflow.execute_activity(
+            SUBSCRIPTION_CLOSE_ACTIVITY,
+            CloseSubscriptionInput(subscription_id=key, status="satisfied" if first else "expired"),
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=TOOL_RETRY,
+        )
+        if waited:
+            self._transition(
+                RunStatus.RUNNING,
+                "EventDelivered" if first else "WaitExpired",
+                subscription_id=key,
+                input_id=first.input.input_id if first else None,
+            )
+        if first is None:
+            return f"timed out after {timeout} waiting for {type_} about {subject}"
+        self._state.input_cursor = max(self._state.input_cursor, first.input.input_id)
+        return json.dumps(
+            {"input_id": first.input.input_id, "type": first.input.type, "subject": first.input.subject,
+             "data": first.input.data},
+            sort_keys=True,
+        )  # fmt: skip
 
     # -- approvals ------------------------------------------------------------------------
 

@@ -243,3 +243,22 @@ def test_a_decision_for_an_old_revision_names_the_current_one() -> None:
         content_hash="h7", destination="docs-site", scope="publish",
     )  # fmt: skip
     assert binding_mismatch(current, old) == "revision 7 is superseded: the current revision is 8"
+
+
+async def test_worker_down_while_the_approval_arrives(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path, target_url: str
+) -> None:
+    targets = {"notes": {"kind": "http", "base_url": target_url}}
+    async with running_worker(
+        client, task_queue, migrated_database, targets=targets, approvers=APPROVERS
+    ):
+        handle, key = await _run(client, task_queue, tmp_path, f"down-{task_queue[-8:]}")
+        request = await _pending(handle)
+    await handle.signal("approve", decision(request))  # no worker: Temporal keeps it
+    assert _commits(target_url, key) == 0
+    async with running_worker(
+        client, task_queue, migrated_database, targets=targets, approvers=APPROVERS
+    ):
+        result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    assert _commits(target_url, key) == 1
