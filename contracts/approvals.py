@@ -67,6 +67,14 @@ class ApprovalDecision(BaseModel):
     signature: str = ""
 
 
+class RevokeApprovalInput(BaseModel):
+    """The `revoke` signal: withdraw an approval before its effect executes."""
+
+    approval_id: str
+    principal: str
+    reason: str = ""
+
+
 class DecisionResult(BaseModel):
     accepted: bool
     message: str

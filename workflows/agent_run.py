@@ -31,6 +31,7 @@ from contracts.approvals import (
     ApprovalStatus,
     DecisionResult,
     RecordApprovalInput,
+    RevokeApprovalInput,
     Verdict,
     VerifyDecisionInput,
     VerifyDecisionResult,
@@ -130,6 +131,9 @@ class AgentRunWorkflow:
         self._pending_approval: ApprovalRequest | None = None
         self._granted: ApprovalDecision | None = None
         self._decided: dict[str, Verdict] = {}
+        self._latest_revision: dict[str, str] = {}
+        self._ended: dict[str, tuple[ApprovalStatus, str, str]] = {}
+        """Approvals ended without a decision: id -> (superseded|revoked, by, reason)."""
         self._approval_lock = asyncio.Lock()
         self._delivered: dict[str, dict[int, Delivery]] = {}
         self._awaiting_resolution: set[str] = set()
@@ -159,6 +163,17 @@ class AgentRunWorkflow:
     async def reject(self, decision: ApprovalDecision) -> None:
         result = await self._consider(decision.model_copy(update={"verdict": Verdict.REJECT}))
         workflow.logger.info("reject signal: %s", result.message)
+
+    @workflow.signal
+    def revoke(self, revocation: RevokeApprovalInput) -> None:
+        """Withdraw a pending or granted approval; a granted one is stopped before its effect."""
+        if revocation.approval_id in self._ended:
+            return
+        self._ended[revocation.approval_id] = (
+            ApprovalStatus.REVOKED,
+            revocation.principal,
+            revocation.reason or "revoked",
+        )
 
     @workflow.update
     async def decide_approval(self, decision: ApprovalDecision) -> DecisionResult:
@@ -582,6 +597,8 @@ class AgentRunWorkflow:
             )
         )
         ttl = timedelta(seconds=declaration.approval_ttl_s)
+        # The newest revision asked for is the only one that can still be approved.
+        self._latest_revision[binding.subject] = str(binding.revision)
         async with self._approval_lock:  # parallel tool calls ask one at a time
             while True:
                 now = workflow.now()
@@ -610,8 +627,12 @@ class AgentRunWorkflow:
                     subject=request.subject,
                     revision=request.revision,
                 )
+                approval_id = request.approval_id
                 try:
-                    await workflow.wait_condition(lambda: self._granted is not None, timeout=ttl)
+                    await workflow.wait_condition(
+                        lambda aid=approval_id: self._granted is not None or self._supersede(aid),  # type: ignore[misc]
+                        timeout=ttl,
+                    )
                 except TimeoutError:
                     self._pending_approval = None
                     self._state.pending_approval = None
@@ -627,6 +648,8 @@ class AgentRunWorkflow:
                         FailureReason.APPROVAL_EXPIRED,
                         f"approval for {tool_name} expired after {ttl}",
                     )
+                if approval_id in self._ended and self._granted is None:
+                    return await self._end_without_decision(request)
                 decision = self._granted
                 assert decision is not None
                 self._granted = None
@@ -653,7 +676,59 @@ class AgentRunWorkflow:
                     approval_id=request.approval_id,
                     by=decision.principal,
                 )
+                if status is ApprovalStatus.APPROVED and approval_id in self._ended:
+                    # Revoked after the grant but before the effect: the grant is void.
+                    return await self._end_without_decision(request, transition=False)
                 return decision
+
+    def _supersede(self, approval_id: str) -> bool:
+        """True when the approval ended without a decision (revoked, or a newer revision came)."""
+        pending = self._pending_approval
+        if (
+            pending is not None
+            and pending.approval_id == approval_id
+            and approval_id not in self._ended
+            and self._latest_revision.get(pending.subject, pending.revision) != pending.revision
+        ):
+            newer = self._latest_revision[pending.subject]
+            self._ended[approval_id] = (
+                ApprovalStatus.SUPERSEDED, "groundwork", f"superseded by revision {newer}",
+            )  # fmt: skip
+        return approval_id in self._ended
+
+    async def _end_without_decision(
+        self, request: ApprovalRequest, transition: bool = True
+    ) -> ApprovalDecision:
+        status, by, reason = self._ended[request.approval_id]
+        self._pending_approval = None
+        self._state.pending_approval = None
+        await self._record_approval(
+            request.model_copy(
+                update={
+                    "status": status,
+                    "decided_by": by,
+                    "decided_at": workflow.now(),
+                    "reason": reason,
+                }
+            )
+        )
+        if transition:
+            self._transition(
+                RunStatus.RUNNING,
+                f"Approval{status.value.capitalize()}",
+                approval_id=request.approval_id,
+                by=by,
+                reason=reason,
+            )
+        else:
+            self._event(
+                f"Approval{status.value.capitalize()}", approval_id=request.approval_id, by=by
+            )
+        return ApprovalDecision(
+            approval_id=request.approval_id, verdict=Verdict.REJECT, principal=by,
+            subject=request.subject, revision=request.revision, content_hash=request.content_hash,
+            destination=request.destination, scope=request.scope, reason=reason,
+        )  # fmt: skip
 
     async def _record_approval(self, request: ApprovalRequest) -> None:
         await workflow.execute_activity(
@@ -665,6 +740,13 @@ class AgentRunWorkflow:
 
     async def _consider(self, decision: ApprovalDecision) -> DecisionResult:
         """One path for signals and updates: binding, expiry, then the signature, in an activity."""
+        ended = self._ended.get(decision.approval_id)
+        if ended is not None and decision.approval_id not in self._decided:
+            current = self._pending_approval
+            hint = f"; the current revision is {current.revision}" if current else ""
+            return DecisionResult(
+                accepted=False, message=f"approval {ended[0].value}: {ended[2]}{hint}"
+            )
         decided = self._decided.get(decision.approval_id)
         if decided is not None:
             if decided is decision.verdict:

@@ -262,3 +262,66 @@ async def test_worker_down_while_the_approval_arrives(
         result = await handle.result()
     assert result.status is RunStatus.COMPLETED
     assert _commits(target_url, key) == 1
+
+
+async def test_a_new_revision_supersedes_the_pending_approval(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path, target_url: str
+) -> None:
+    note = f"super-{task_queue[-8:]}"
+    r7 = {"note_id": note, "revision": 7, "content": "# r7\n"}
+    r8 = {"note_id": note, "revision": 8, "content": "# r8\n"}
+    script = write_script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "publish_reviewed_note", "arguments": r7},
+                            {"name": "publish_reviewed_note", "arguments": r8}]},
+            {"text": "{{tool_output:0}}\\n{{tool_output:1}}"},
+        ],
+    )  # fmt: skip
+    targets = {"notes": {"kind": "http", "base_url": target_url}}
+    async with running_worker(
+        client, task_queue, migrated_database, targets=targets, approvers=APPROVERS
+    ):
+        handle = await start(client, spec(f"scripted:{script}", agent="notes-writer"), task_queue)
+        pending = await _pending(handle)
+        for _ in range(100):  # the r7 request is superseded as soon as the r8 call arrives
+            if pending.revision == "8":
+                break
+            await asyncio.sleep(0.05)
+            pending = await _pending(handle)
+        assert pending.revision == "8"
+        stale = decision(pending, revision="7", content_hash=hashlib.sha256(b"# r7\n").hexdigest())
+        with pytest.raises(WorkflowUpdateFailedError) as old:
+            await handle.execute_update("decide_approval", stale, result_type=DecisionResult)
+        assert "the current revision is 8" in str(old.value.cause)
+        await handle.execute_update(
+            "decide_approval", decision(pending), result_type=DecisionResult
+        )
+        result = await handle.result()
+    lines = (result.final_output or "").split("\\n")
+    assert lines[0].startswith("rejected by groundwork: superseded by revision 8"), lines
+    assert lines[1].startswith("ok: effect"), lines
+    assert _commits(target_url, note_effect_key(r7)) == 0
+    assert _commits(target_url, note_effect_key(r8)) == 1
+
+
+async def test_revoke_withdraws_a_pending_approval(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path, target_url: str
+) -> None:
+    from contracts.approvals import RevokeApprovalInput
+
+    targets = {"notes": {"kind": "http", "base_url": target_url}}
+    async with running_worker(
+        client, task_queue, migrated_database, targets=targets, approvers=APPROVERS
+    ):
+        handle, key = await _run(client, task_queue, tmp_path, f"revoked-{task_queue[-8:]}")
+        request = await _pending(handle)
+        await handle.signal(
+            "revoke",
+            RevokeApprovalInput(
+                approval_id=request.approval_id, principal="bob", reason="legal hold"
+            ),
+        )
+        result = await handle.result()
+    assert (result.final_output or "").startswith("rejected by bob: legal hold")
+    assert _commits(target_url, key) == 0
