@@ -1,44 +1,114 @@
-"""Record the committed replay histories: `python -m tests.histories.record` (needs `groundwork up`).
+"""Record the committed replay histories: `python -m tests.histories.record`.
 
-Re-record only on purpose: a history that no longer replays means the workflow changed in a
-way running workflows would notice, which needs workflow versioning, not a new file.
+Needs a running stack whose worker has a "notes" target and an approver "alice", e.g.:
+  export GROUNDWORK_APPROVERS='{"alice": {"secret": "change-me", "roles": ["editor"]}}'
+  export GROUNDWORK_TARGETS='{"notes": {"kind": "git", "path": ".groundwork/docs-site"}}'
+  groundwork up --detach && python -m tests.histories.record
+
+Re-record only on purpose, and keep the old files: a history that no longer replays means
+the workflow changed in a way running workflows would notice, which needs workflow
+versioning, not a new file.
 """
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
+from psycopg_pool import AsyncConnectionPool
+from temporalio.client import Client, WorkflowHandle
 from ulid import ULID
 
-from contracts.run import Release, RunSpec
+from adapters.waits import WaitStore
+from contracts.approvals import ApprovalDecision, DecisionResult, Verdict, sign
+from contracts.run import Release, RunSpec, RunState
 from workers.client import connect
 from workers.endpoints import resolve
+from workers.relay import signal_deliveries
 from workers.run_client import start_run
 from workers.settings import Settings
 
 HERE = Path(__file__).parent
 
-CASES = {
-    "agent_run_source_reader": RunSpec(
-        run_id=f"history-source-reader-{str(ULID()).lower()}",
-        release=Release(agent="source-reader", model_route="scripted:source-reader-demo"),
-        input="Where is RetryPolicy defined?",
-    ),
-}
+
+def _spec(case: str, agent: str, route: str, text: str) -> RunSpec:
+    return RunSpec(
+        run_id=f"history-{case}-{str(ULID()).lower()}",
+        release=Release(agent=agent, model_route=route),
+        input=text,
+    )
+
+
+async def _state_until(handle: WorkflowHandle[Any, Any], done: Any) -> RunState:
+    for _ in range(600):
+        state: RunState = await handle.query("get_state", result_type=RunState)
+        if done(state):
+            return state
+        await asyncio.sleep(0.05)
+    raise RuntimeError("run did not reach the expected state")
+
+
+async def _approve(handle: WorkflowHandle[Any, Any], settings: Settings) -> None:
+    state = await _state_until(handle, lambda s: s.pending_approval is not None)
+    pending = state.pending_approval
+    assert pending is not None
+    unsigned = ApprovalDecision(
+        approval_id=pending.approval_id, verdict=Verdict.APPROVE, principal="alice", subject=pending.subject,
+        revision=pending.revision, content_hash=pending.content_hash, destination=pending.destination,
+        scope=pending.scope,
+    )  # fmt: skip
+    secret = settings.approvers["alice"].secret.get_secret_value()
+    decision = unsigned.model_copy(update={"signature": sign(unsigned, secret)})
+    await handle.execute_update("decide_approval", decision, result_type=DecisionResult)
+
+
+async def _deliver(client: Client, handle: WorkflowHandle[Any, Any], database_url: str) -> None:
+    await _state_until(handle, lambda s: s.waiting_reason is not None)
+    async with AsyncConnectionPool(
+        database_url, min_size=1, max_size=1, kwargs={"autocommit": True}
+    ) as pool:
+        store = WaitStore(pool)
+        _, deliveries = await store.submit("deploy.finished", "service-a", {"version": "1.4.2"})
+        await signal_deliveries(client, store, deliveries)
 
 
 async def main() -> None:
     settings = Settings()
     found = resolve(settings)
     client = await connect(found.temporal_address, settings.temporal_namespace)
-    for name, spec in CASES.items():
+    cases = [
+        (
+            _spec(
+                "source-reader",
+                "source-reader",
+                "scripted:source-reader-demo",
+                "Where is RetryPolicy?",
+            ),
+            None,
+        ),
+        (
+            _spec("reviewed-note", "notes-writer", "scripted:notes-writer-reviewed", "publish r8"),
+            "approve",
+        ),
+        (
+            _spec(
+                "watcher", "watcher", "scripted:watcher-demo", "tell me when service-a is deployed"
+            ),
+            "deliver",
+        ),
+    ]
+    for spec, action in cases:
         handle = await start_run(client, spec, settings.task_queue)
+        if action == "approve":
+            await _approve(handle, settings)
+        elif action == "deliver":
+            await _deliver(client, handle, found.database_url)
         await handle.result()
         history = await handle.fetch_history()
-        # The file is named after the workflow id: replay needs it (the run checks its own id).
+        # Named after the workflow id: replay needs it (the run checks its own id).
         (HERE / f"{handle.id}.json").write_text(history.to_json())
-        print(f"recorded {name} ({len(history.events)} events)")
+        print(f"recorded {handle.id} ({len(history.events)} events)")
 
 
 if __name__ == "__main__":
