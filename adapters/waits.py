@@ -89,6 +89,10 @@ class WaitStore:
         logged = LoggedInput.model_validate(row)
         if pause is not None:
             await pause()
+        return logged, await self.deliver(logged)
+
+    async def deliver(self, logged: LoggedInput) -> list[Delivery]:
+        """The input side's scan: deliver a logged input to every active matching subscription."""
         async with self._pool.connection() as conn, conn.transaction():
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(
@@ -97,10 +101,10 @@ class WaitStore:
                 " WHERE s.status = 'active' AND s.type = %s AND s.subject = %s AND s.after_cursor < %s"
                 " AND s.expires_at > now() AND (s.since IS NULL OR s.since <= %s)"
                 " ON CONFLICT (subscription_id, input_id) DO NOTHING RETURNING subscription_id, run_id",
-                (logged.input_id, type_, subject, logged.input_id, logged.logged_at),
+                (logged.input_id, logged.type, logged.subject, logged.input_id, logged.logged_at),
             )
             made = await cur.fetchall()
-        return logged, [
+        return [
             Delivery(subscription_id=r["subscription_id"], run_id=r["run_id"], input=logged)
             for r in made
         ]

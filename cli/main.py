@@ -9,7 +9,7 @@ from cli.demo import demo
 from cli.effect_commands import effect_app
 from cli.input_commands import input_app
 from cli.run_commands import run_app
-from cli.stack_commands import db_app, down, status, up, worker
+from cli.stack_commands import db_app, down, serve, status, up, worker
 from cli.target_commands import target_app
 
 app = typer.Typer(
@@ -21,6 +21,7 @@ app.command()(up)
 app.command()(down)
 app.command()(status)
 app.command()(worker)
+app.command()(serve)
 app.command()(demo)
 app.command()(approve)
 app.command()(reject)

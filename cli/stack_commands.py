@@ -112,6 +112,29 @@ def worker() -> None:
     asyncio.run(run_worker(config, found.temporal_address, found.database_url))
 
 
+def serve(
+    port: int | None = typer.Option(
+        None, "--port", help="Default GROUNDWORK_TRIGGER_PORT or 8080."
+    ),
+    host: str | None = typer.Option(None, "--host"),
+) -> None:
+    """Run the HTTP trigger service: POST /v1/inputs, the run read API, controls; docs at /docs."""
+    from trigger.config import TriggerSettings
+    from trigger.serve import serve as run_service
+
+    config = settings()
+    try:
+        trigger = TriggerSettings()
+    except Exception as err:
+        fail(f"invalid GROUNDWORK_TRIGGER_* configuration: {err}".replace("\n", " "))
+    if port is not None:
+        trigger.port = port
+    if host is not None:
+        trigger.host = host
+    found = endpoints(config)
+    asyncio.run(run_service(config, trigger, found.temporal_address, found.database_url))
+
+
 @db_app.command("migrate")
 def db_migrate() -> None:
     """Apply the ledger's SQL migrations (idempotent)."""

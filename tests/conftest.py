@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import tempfile
 import uuid
@@ -48,6 +49,7 @@ def database_url() -> Iterator[str]:
         yield server.get_uri()
     finally:
         server.cleanup()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -36,7 +36,10 @@ from workflows.agent_run import AgentRunWorkflow
 log = structlog.get_logger(__name__)
 
 # openai-agents imports lazily at run time, so passing modules through at import is not enough.
-PASSTHROUGH_MODULES = ("agents", "openai", "definitions", "httpx", "pydantic_core")
+# `contracts` holds only constants, enums and pydantic models with no import-time effects;
+# re-importing it in every workflow's sandbox rebuilt every model class per run (measured:
+# ~30-45 % of worker CPU per run, see bench/RESULTS.md).
+PASSTHROUGH_MODULES = ("agents", "openai", "definitions", "contracts", "httpx", "pydantic_core")
 
 
 def sandbox_runner() -> SandboxedWorkflowRunner:

@@ -1,0 +1,410 @@
+"""The trigger service as a real uvicorn process, on real Temporal and real Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import psycopg
+import pytest
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from tests.helpers import ROOT, running_worker
+from tests.integration.test_approvals import APPROVERS
+from tests.integration.test_targets import service
+
+TOKENS = {
+    "tok-acme": {"tenant": "acme", "principal": "alice", "roles": ["editor"]},
+    "tok-globex": {"tenant": "globex", "principal": "hank", "roles": []},
+}
+POLICY = """
+rules:
+  - match: {kind: command, type: "lookup.requested"}
+    action: ACTIVATE
+    agent: source-reader
+    model_route: scripted:source-reader-demo
+  - match: {kind: command, type: "note.publish"}
+    action: ACTIVATE
+    agent: notes-writer
+    model_route: scripted:notes-writer-reviewed
+  - match: {kind: command, type: "fork.requested"}
+    action: FORK
+  - match: {kind: event, type: "deploy.*"}
+    action: RESUME
+default: PROJECT
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class TriggerProcess:
+    def __init__(self, env: dict[str, str], port: int, log: Path) -> None:
+        self.env, self.port, self.log = env, port, log
+        self.url = f"http://127.0.0.1:{port}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, **extra: str) -> None:
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "cli", "serve", "--port", str(self.port)],
+                cwd=ROOT, env={**self.env, **extra}, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.log.read_text()[-2000:]
+            try:
+                if httpx2.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx2.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("trigger service did not come up")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def target_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with service(tmp_path_factory.mktemp("svc") / "effects.sqlite") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def trigger_env(
+    tmp_path_factory: pytest.TempPathFactory,
+    temporal_env: WorkflowEnvironment,
+    migrated_database: str,
+    target_url: str,
+) -> dict[str, str]:
+    home = tmp_path_factory.mktemp("trigger")
+    (home / "policy.yaml").write_text(POLICY)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GROUNDWORK_")}
+    env.update(
+        GROUNDWORK_TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
+        GROUNDWORK_DATABASE_URL=migrated_database,
+        GROUNDWORK_TASK_QUEUE=f"trigger-{uuid.uuid4().hex[:8]}",
+        GROUNDWORK_TRIGGER_TOKENS=json.dumps(TOKENS),
+        GROUNDWORK_TRIGGER_POLICY=str(home / "policy.yaml"),
+        GROUNDWORK_APPROVERS=json.dumps(APPROVERS),
+        GROUNDWORK_TARGETS=json.dumps({"notes": {"kind": "http", "base_url": target_url}}),
+        GROUNDWORK_HOME=str(home),
+    )
+    return env
+
+
+@pytest.fixture(scope="module")
+def trigger(
+    trigger_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TriggerProcess]:
+    proc = TriggerProcess(
+        trigger_env, _free_port(), tmp_path_factory.mktemp("tlog") / "trigger.log"
+    )
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def _auth(token: str = "tok-acme") -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _envelope(**overrides: Any) -> dict[str, Any]:
+    body = {
+        "source_event_id": f"evt-{uuid.uuid4().hex}",
+        "kind": "event",
+        "type": "ticket.updated",
+        "source": "helpdesk",
+        "subject": "ticket-1",
+        "data": {"status": "open"},
+    }
+    body.update(overrides)
+    return body
+
+
+def _count_inputs(database_url: str, source_event_id: str | None = None) -> int:
+    with psycopg.connect(database_url) as conn:
+        if source_event_id is None:
+            row = conn.execute("SELECT count(*) FROM inputs").fetchone()
+        else:
+            row = conn.execute(
+                "SELECT count(*) FROM inputs WHERE source_event_id = %s", (source_event_id,)
+            ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def _until(check: Any, within_s: float = 20) -> Any:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        value = await asyncio.to_thread(check)
+        if value:
+            return value
+        await asyncio.sleep(0.1)
+    raise AssertionError("condition not met in time")
+
+
+def test_docs_health_and_auth(trigger: TriggerProcess) -> None:
+    assert httpx2.get(f"{trigger.url}/healthz").json() == {"status": "ok"}
+    spec = httpx2.get(f"{trigger.url}/openapi.json").json()
+    assert "/v1/inputs" in spec["paths"]
+    assert httpx2.get(f"{trigger.url}/docs").status_code == 200
+    assert httpx2.post(f"{trigger.url}/v1/inputs", json=_envelope()).status_code == 401
+    assert (
+        httpx2.post(f"{trigger.url}/v1/inputs", json=_envelope(), headers=_auth("nope")).status_code
+        == 401
+    )
+
+
+def test_inputs_are_durable_deduplicated_and_conflicts_refused(
+    trigger: TriggerProcess, migrated_database: str
+) -> None:
+    body = _envelope()
+    first = httpx2.post(f"{trigger.url}/v1/inputs", json=body, headers=_auth())
+    assert first.status_code == 202, first.text
+    input_id = first.json()["input_id"]
+    again = httpx2.post(f"{trigger.url}/v1/inputs", json=body, headers=_auth())
+    assert again.status_code == 200
+    assert again.json() == {"input_id": input_id, "duplicate": True}
+    changed = httpx2.post(
+        f"{trigger.url}/v1/inputs", json={**body, "data": {"status": "closed"}}, headers=_auth()
+    )
+    assert changed.status_code == 409
+    assert input_id in changed.json()["error"]
+    assert _count_inputs(migrated_database, body["source_event_id"]) == 1
+    record = httpx2.get(f"{trigger.url}/v1/inputs/{input_id}", headers=_auth()).json()
+    assert record["principal"] == "alice"  # from the token, never from the payload
+    assert record["tenant"] == "acme"
+
+
+@pytest.mark.parametrize(
+    ("content", "headers", "status", "needle"),
+    [
+        (b"x" * (1024 * 1024 + 1), {"content-type": "application/json"}, 413, "body over"),
+        (b"{}", {"content-type": "text/plain"}, 415, "application/json"),
+        (
+            json.dumps(_envelope(kind="gossip")).encode(),
+            {"content-type": "application/json"},
+            422,
+            "kind",
+        ),
+        (
+            json.dumps(_envelope(tenant="evil")).encode(),
+            {"content-type": "application/json"},
+            422,
+            "tenant",
+        ),
+        (
+            json.dumps(_envelope(kind="control")).encode(),
+            {"content-type": "application/json"},
+            422,
+            "controls",
+        ),
+        (
+            json.dumps(_envelope(kind="command", type="fork.requested")).encode(),
+            {"content-type": "application/json"},
+            501,
+            "FORK",
+        ),
+    ],
+    ids=["too-large", "wrong-type", "bad-kind", "tenant-in-payload", "control-here", "fork"],
+)
+def test_bad_input_is_a_clear_4xx_and_stores_nothing(
+    trigger: TriggerProcess,
+    migrated_database: str,
+    content: bytes,
+    headers: dict[str, str],
+    status: int,
+    needle: str,
+) -> None:
+    before = _count_inputs(migrated_database)
+    response = httpx2.post(
+        f"{trigger.url}/v1/inputs", content=content, headers={**_auth(), **headers}
+    )
+    assert response.status_code == status, response.text
+    assert needle in response.json()["error"]
+    assert _count_inputs(migrated_database) == before
+
+
+def test_tenants_never_see_each_other(trigger: TriggerProcess) -> None:
+    input_id = httpx2.post(f"{trigger.url}/v1/inputs", json=_envelope(), headers=_auth()).json()[
+        "input_id"
+    ]
+    assert (
+        httpx2.get(f"{trigger.url}/v1/inputs/{input_id}", headers=_auth("tok-globex")).status_code
+        == 404
+    )
+    assert httpx2.get(f"{trigger.url}/v1/inputs/{input_id}", headers=_auth()).status_code == 200
+    assert httpx2.get(f"{trigger.url}/v1/inputs/in_nope", headers=_auth()).status_code == 404
+
+
+async def test_parallel_duplicates_activate_once_and_the_run_is_readable(
+    trigger: TriggerProcess, trigger_env: dict[str, str], client: Client, migrated_database: str
+) -> None:
+    body = _envelope(
+        kind="command", type="lookup.requested", data={"text": "Where is RetryPolicy?"}
+    )
+
+    async def post() -> int:
+        async with httpx2.AsyncClient() as http:
+            return (
+                await http.post(f"{trigger.url}/v1/inputs", json=body, headers=_auth(), timeout=30)
+            ).status_code
+
+    statuses = await asyncio.gather(*[post() for _ in range(200)])
+    assert sorted(set(statuses)) == [200, 202]
+    assert statuses.count(202) == 1
+    assert _count_inputs(migrated_database, body["source_event_id"]) == 1
+    async with running_worker(client, trigger_env["GROUNDWORK_TASK_QUEUE"], migrated_database):
+        input_id = (
+            await asyncio.to_thread(
+                httpx2.post, f"{trigger.url}/v1/inputs", json=body, headers=_auth()
+            )
+        ).json()["input_id"]
+        record = await _until(
+            lambda: (
+                (r := httpx2.get(f"{trigger.url}/v1/inputs/{input_id}", headers=_auth()).json())[
+                    "disposition"
+                ]
+                == "ACTIVATE"
+                and r
+            )
+        )
+        run_id = record["activation_refs"][0]["run_id"]
+        run = await _until(
+            lambda: (
+                (r := httpx2.get(f"{trigger.url}/v1/runs/{run_id}", headers=_auth()).json()).get(
+                    "status"
+                )
+                == "Completed"
+                and r
+            )
+        )
+    assert run["tenant"] == "acme"
+    assert len(record["activation_refs"]) == 1
+    assert (
+        httpx2.get(f"{trigger.url}/v1/runs/{run_id}", headers=_auth("tok-globex")).status_code
+        == 404
+    )
+    listed = [w async for w in client.list_workflows(f'WorkflowId = "run-{run_id}"')]
+    assert len(listed) == 1
+
+
+async def test_approval_over_http_is_signed_for_the_caller(
+    trigger: TriggerProcess, trigger_env: dict[str, str], client: Client, migrated_database: str
+) -> None:
+    body = _envelope(kind="command", type="note.publish", data={"text": "publish r8"})
+    async with running_worker(
+        client, trigger_env["GROUNDWORK_TASK_QUEUE"], migrated_database,
+        targets=json.loads(trigger_env["GROUNDWORK_TARGETS"]), approvers=APPROVERS,
+    ):  # fmt: skip
+        input_id = (
+            await asyncio.to_thread(
+                httpx2.post, f"{trigger.url}/v1/inputs", json=body, headers=_auth()
+            )
+        ).json()["input_id"]
+        record = await _until(
+            lambda: (
+                (r := httpx2.get(f"{trigger.url}/v1/inputs/{input_id}", headers=_auth()).json())[
+                    "activation_refs"
+                ]
+                and r
+            )
+        )
+        run_id = record["activation_refs"][0]["run_id"]
+        run = await _until(
+            lambda: (
+                (r := httpx2.get(f"{trigger.url}/v1/runs/{run_id}", headers=_auth()).json()).get(
+                    "pending_approval"
+                )
+                and r
+            )
+        )
+        pending = run["pending_approval"]
+        controls = f"{trigger.url}/v1/runs/{run_id}/controls"
+        stale = await asyncio.to_thread(
+            httpx2.post, controls, headers=_auth(),
+            json={"action": "approve", "revision": "7", "content_hash": pending["content_hash"]},
+        )  # fmt: skip
+        assert stale.status_code == 409
+        assert "current revision is 8" in stale.json()["error"]
+        unnamed = await asyncio.to_thread(
+            httpx2.post, controls, headers=_auth(), json={"action": "approve"}
+        )
+        assert unnamed.status_code == 422
+        approved = await asyncio.to_thread(
+            httpx2.post, controls, headers=_auth(),
+            json={"action": "approve", "revision": pending["revision"], "content_hash": pending["content_hash"]},
+        )  # fmt: skip
+        assert approved.status_code == 200, approved.text
+        assert approved.json()["message"] == "approved by alice"
+        done = await _until(
+            lambda: (
+                (r := httpx2.get(f"{trigger.url}/v1/runs/{run_id}", headers=_auth()).json()).get(
+                    "status"
+                )
+                == "Completed"
+                and r
+            )
+        )
+    assert done["final_output"].startswith("ok: effect")
+    events = httpx2.get(f"{trigger.url}/v1/runs/{run_id}/events", headers=_auth()).json()
+    assert [e["type"] for e in events["events"]] == ["ApprovalApproved", "NotePublished"]
+
+
+async def test_crash_between_commit_and_activation_activates_once_after_restart(
+    trigger: TriggerProcess,
+    trigger_env: dict[str, str],
+    client: Client,
+    migrated_database: str,
+    tmp_path: Path,
+) -> None:
+    trigger.stop()  # it would take the outbox row first: relays share the work by design
+    proc = TriggerProcess(trigger_env, _free_port(), tmp_path / "crashing.log")
+    proc.start(GROUNDWORK_CRASH_AT="before_activation")
+    body = _envelope(kind="command", type="lookup.requested", data={"text": "crash test"})
+    try:
+        accepted = httpx2.post(f"{proc.url}/v1/inputs", json=body, headers=_auth())
+        assert accepted.status_code == 202
+        input_id = accepted.json()["input_id"]
+        assert proc.process is not None
+        proc.process.wait(20)
+        assert proc.process.returncode == -signal.SIGKILL
+        proc.start()  # same database: the outbox row is still pending
+        record = await _until(
+            lambda: (
+                (r := httpx2.get(f"{proc.url}/v1/inputs/{input_id}", headers=_auth()).json())[
+                    "activation_refs"
+                ]
+                and r
+            )
+        )
+    finally:
+        proc.stop()
+        trigger.start()
+    run_id = record["activation_refs"][0]["run_id"]
+    listed = [w async for w in client.list_workflows(f'WorkflowId = "run-{run_id}"')]
+    assert len(listed) == 1

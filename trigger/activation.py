@@ -1,0 +1,107 @@
+"""Activation after the commit: an outbox relay turns accepted inputs into runs or deliveries.
+
+The input row and its outbox row commit together before 202; this relay locks pending rows
+(SKIP LOCKED, so several service processes share the work), acts, and marks them done in
+the same transaction. A crash anywhere leaves the row pending and it is acted on again:
+starting a run is idempotent (the run id derives from the input id), and deliveries are
+unique per (subscription, input).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from typing import Any
+
+import structlog
+from temporalio.client import Client
+
+from adapters.input_log import InputLog
+from adapters.waits import WaitStore
+from contracts.inputs import AgentInput, Disposition
+from contracts.run import Release, RunSpec
+from contracts.waits import LoggedInput
+from trigger.policy import ActivationPolicy
+from workers.relay import signal_deliveries
+from workers.run_client import start_run
+
+log = structlog.get_logger(__name__)
+
+
+def run_id_for_input(public_id: str) -> str:
+    return f"run-of-{public_id}"
+
+
+class Activator:
+    def __init__(
+        self,
+        inputs: InputLog,
+        waits: WaitStore,
+        client: Client,
+        policy: ActivationPolicy,
+        task_queue: str,
+    ) -> None:
+        self._inputs = inputs
+        self._waits = waits
+        self._client = client
+        self._policy = policy
+        self._task_queue = task_queue
+
+    async def run_once(self, limit: int = 50) -> int:
+        async with self._inputs.pool().connection() as conn, conn.transaction():
+            rows = await self._inputs.pending(conn, limit)
+            if os.environ.get("GROUNDWORK_CRASH_AT") == "before_activation" and rows:
+                os.kill(os.getpid(), signal.SIGKILL)  # fault injection for the outbox test
+            for row in rows:
+                try:
+                    disposition, refs = await self._activate(row)
+                    await self._inputs.settle(conn, row["cursor"], disposition, refs)
+                except Exception as err:  # one bad input must not block the others
+                    log.warning("activation_failed", input_id=row["public_id"], error=str(err))
+                    await self._inputs.settle(
+                        conn, row["cursor"], Disposition.PENDING, [], error=str(err)
+                    )
+            return len(rows)
+
+    async def _activate(self, row: dict[str, Any]) -> tuple[Disposition, list[dict[str, Any]]]:
+        envelope = AgentInput.model_validate(
+            {"source_event_id": "-", "kind": row["kind"], "type": row["type"], "source": row["source"],
+             "subject": row["subject"], "target": row["target"], "data": row["data"]}
+        )  # fmt: skip
+        rule = self._policy.decide(envelope)
+        if rule.action is Disposition.ACTIVATE:
+            assert rule.agent is not None
+            text = row["data"].get("text") if isinstance(row["data"].get("text"), str) else None
+            spec = RunSpec(
+                run_id=run_id_for_input(row["public_id"]),
+                release=Release(
+                    agent=rule.agent, model_route=rule.model_route or f"scripted:{rule.agent}-demo"
+                ),
+                input=text or json.dumps(row["data"], sort_keys=True),
+                principal=row["principal"] or "unknown",
+                tenant=row["tenant"],
+                session_id=row["target"],
+            )
+            handle = await start_run(self._client, spec, self._task_queue)
+            log.info("input_activated", input_id=row["public_id"], run_id=spec.run_id)
+            return Disposition.ACTIVATE, [{"run_id": spec.run_id, "workflow_id": handle.id}]
+        if rule.action is Disposition.RESUME:
+            logged = LoggedInput(input_id=row["cursor"], type=row["type"], subject=row["subject"],
+                                 source=row["source"], data=row["data"], logged_at=row["logged_at"])  # fmt: skip
+            deliveries = await self._waits.deliver(logged)
+            await signal_deliveries(self._client, self._waits, deliveries)
+            return Disposition.RESUME, [
+                {"subscription_id": d.subscription_id, "run_id": d.run_id} for d in deliveries
+            ]
+        return rule.action, []
+
+    async def forever(self, interval_s: float) -> None:
+        while True:
+            try:
+                if await self.run_once():
+                    continue
+            except Exception as err:
+                log.warning("activation_round_failed", error=str(err))
+            await asyncio.sleep(interval_s)

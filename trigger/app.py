@@ -1,0 +1,299 @@
+"""The trigger service's HTTP API (FastAPI). One handler maps errors to status codes."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from typing import Any, Literal
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel, ValidationError
+from temporalio.client import Client, WorkflowQueryFailedError, WorkflowUpdateFailedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from adapters.approvals import ApproverConfig
+from adapters.input_log import Conflict, InputLog
+from adapters.ledger import EffectLedger
+from adapters.waits import WaitStore
+from contracts.approvals import ApprovalDecision, DecisionResult, RevokeApprovalInput, Verdict, sign
+from contracts.effects import EffectResolution, ResolveEffectInput
+from contracts.inputs import AgentInput, Caller, InputAccepted, InputKind, InputRecord
+from contracts.run import RunState, workflow_id_for
+from contracts.search_attributes import GW_AGENT, GW_STATUS, GW_TENANT
+from contracts.status import RunStatus
+from trigger.activation import Activator
+from trigger.auth import RateLimiter, Unauthorized, caller_for_token
+from trigger.config import TriggerSettings
+from trigger.policy import NOT_YET, ActivationPolicy
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+class Control(BaseModel):
+    """POST /v1/runs/{id}/controls. Approvals name what they approve (revision, content hash)."""
+
+    action: Literal["approve", "reject", "revoke", "cancel", "resolve_effect"]
+    approval_id: str | None = None
+    revision: str | None = None
+    content_hash: str | None = None
+    reason: str = ""
+    effect_key: str | None = None
+    resolution: EffectResolution | None = None
+    external_ref: str | None = None
+
+
+class ControlResult(BaseModel):
+    accepted: bool
+    message: str
+    input_id: str
+
+
+def create_app(
+    settings: TriggerSettings,
+    *,
+    database_url: str,
+    temporal: Client,
+    task_queue: str,
+    approvers: dict[str, ApproverConfig],
+    run_activator: bool = True,
+) -> FastAPI:
+    policy = ActivationPolicy.load(settings.policy) if settings.policy else ActivationPolicy()
+    limiter = RateLimiter(settings.rate_per_s, settings.rate_burst)
+    state: dict[str, Any] = {}
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        pool = AsyncConnectionPool(
+            database_url, min_size=2, max_size=16, open=False, kwargs={"autocommit": True}
+        )
+        await pool.open(wait=True, timeout=30)
+        state["inputs"] = InputLog(pool)
+        state["waits"] = WaitStore(pool)
+        state["ledger"] = EffectLedger(pool)
+        activator = Activator(state["inputs"], state["waits"], temporal, policy, task_queue)
+        task = (
+            asyncio.create_task(activator.forever(settings.activation_interval_s))
+            if run_activator
+            else None
+        )
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+            await pool.close()
+
+    app = FastAPI(
+        title="Groundwork trigger service",
+        version="1",
+        lifespan=lifespan,
+        description="The input plane (POST /v1/inputs) and the read API of Groundwork runs.",
+    )
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, err: ApiError) -> JSONResponse:
+        return JSONResponse({"error": err.message}, status_code=err.status, headers=err.headers)
+
+    def authenticate(request: Request) -> Caller:
+        try:
+            token, caller = caller_for_token(request.headers.get("authorization"), settings.tokens)
+        except Unauthorized as err:
+            raise ApiError(401, str(err), {"WWW-Authenticate": "Bearer"}) from err
+        wait = limiter.take(token)
+        if wait > 0:
+            raise ApiError(
+                429, "rate limit exceeded", {"Retry-After": str(max(1, round(wait + 0.5)))}
+            )
+        return caller
+
+    async def read_body(request: Request) -> bytes:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > settings.max_body_bytes:
+            raise ApiError(413, f"body over {settings.max_body_bytes} bytes")
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > settings.max_body_bytes:
+                raise ApiError(413, f"body over {settings.max_body_bytes} bytes")
+        return body
+
+    def parse(model: type[BaseModel], body: bytes, request: Request) -> Any:
+        content_type = request.headers.get("content-type", "").split(";")[0].strip()
+        if content_type != "application/json":
+            raise ApiError(415, "content type must be application/json")
+        try:
+            return model.model_validate_json(body)
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "body"
+            raise ApiError(422, f"{where}: {first['msg']}") from err
+
+    async def run_state(caller: Caller, run_id: str) -> RunState:
+        """The run's state; tenancy is checked from search attributes, so no worker is needed
+        to refuse a stranger, and a run whose worker is down still answers from them."""
+        handle = temporal.get_workflow_handle(workflow_id_for(run_id))
+        try:
+            description = await handle.describe(rpc_timeout=timedelta(seconds=5))
+        except RPCError as err:
+            if err.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
+                raise ApiError(404, f"no run {run_id!r}") from err
+            raise ApiError(503, f"Temporal unavailable: {err.message}") from err
+        attributes = description.typed_search_attributes
+        if attributes.get(GW_TENANT) != caller.tenant:
+            raise ApiError(404, f"no run {run_id!r}")  # not 403: existence is not leaked
+        try:
+            run: RunState = await handle.query(
+                "get_state", result_type=RunState, rpc_timeout=timedelta(seconds=3)
+            )
+            return run
+        except (RPCError, WorkflowQueryFailedError):
+            status = attributes.get(GW_STATUS) or RunStatus.CREATED.value
+            return RunState(
+                run_id=run_id,
+                agent=attributes.get(GW_AGENT) or "",
+                tenant=caller.tenant,
+                status=RunStatus(status),
+            )
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post(
+        "/v1/inputs",
+        status_code=202,
+        response_model=InputAccepted,
+        responses={200: {"model": InputAccepted}},
+    )
+    async def post_input(request: Request) -> JSONResponse:
+        caller = authenticate(request)
+        body = await read_body(request)
+        envelope: AgentInput = parse(AgentInput, body, request)
+        if envelope.kind is InputKind.CONTROL:
+            raise ApiError(422, "kind: control inputs go through POST /v1/runs/{id}/controls")
+        rule = policy.decide(envelope)
+        if rule.action in NOT_YET:
+            raise ApiError(
+                501, f"disposition {rule.action.value} is not available yet; nothing was stored"
+            )
+        body_hash = hashlib.sha256(envelope.model_dump_json().encode()).hexdigest()
+        outcome = await state["inputs"].accept(envelope, caller, body_hash)
+        if isinstance(outcome, Conflict):
+            raise ApiError(
+                409,
+                f"source_event_id {envelope.source_event_id!r} was used for another body ({outcome.public_id})",
+            )
+        status = 200 if outcome.duplicate else 202
+        return JSONResponse(
+            InputAccepted(input_id=outcome.public_id, duplicate=outcome.duplicate).model_dump(),
+            status_code=status,
+        )
+
+    @app.get("/v1/inputs/{input_id}", response_model=InputRecord)
+    async def get_input(input_id: str, request: Request) -> InputRecord:
+        caller = authenticate(request)
+        record: InputRecord | None = await state["inputs"].get(input_id, caller.tenant)
+        if record is None:
+            raise ApiError(404, f"no input {input_id!r}")
+        return record
+
+    @app.get("/v1/runs/{run_id}", response_model=RunState)
+    async def get_run(run_id: str, request: Request) -> RunState:
+        return await run_state(authenticate(request), run_id)
+
+    @app.get("/v1/runs/{run_id}/events")
+    async def get_events(
+        run_id: str, request: Request, after: int = 0, limit: int = 100
+    ) -> dict[str, Any]:
+        caller = authenticate(request)
+        await run_state(caller, run_id)
+        events = [e for e in await state["ledger"].events(run_id) if e["cursor"] > after][
+            : max(1, min(limit, 1000))
+        ]
+        return {
+            "events": [{**e, "at": e["at"].isoformat()} for e in events],
+            "next_cursor": events[-1]["cursor"] if events else after,
+        }
+
+    @app.post("/v1/runs/{run_id}/controls", response_model=ControlResult)
+    async def post_control(run_id: str, request: Request) -> ControlResult:
+        caller = authenticate(request)
+        body = await read_body(request)
+        control: Control = parse(Control, body, request)
+        run = await run_state(caller, run_id)
+        # One state model: a control is an input too, logged before it acts.
+        envelope = AgentInput(
+            source_event_id=f"control-{hashlib.sha256(body).hexdigest()[:32]}-{run_id}",
+            kind=InputKind.CONTROL, type=f"control.{control.action}", source="trigger",
+            subject=run_id, target=run_id, data=control.model_dump(mode="json"),
+        )  # fmt: skip
+        accepted = await state["inputs"].accept(envelope, caller, hashlib.sha256(body).hexdigest())
+        input_id = accepted.public_id
+        handle = temporal.get_workflow_handle(workflow_id_for(run_id))
+        if control.action == "cancel":
+            await handle.cancel()
+            return ControlResult(accepted=True, message="cancellation requested", input_id=input_id)
+        if control.action == "resolve_effect":
+            if not control.effect_key or control.resolution is None:
+                raise ApiError(422, "resolve_effect needs effect_key and resolution")
+            await handle.signal(
+                "resolve_effect",
+                ResolveEffectInput(effect_key=control.effect_key, resolution=control.resolution,
+                                   external_ref=control.external_ref, principal=caller.principal, note=control.reason),
+            )  # fmt: skip
+            return ControlResult(accepted=True, message="resolve_effect sent", input_id=input_id)
+        pending = run.pending_approval
+        if control.action == "revoke":
+            target = control.approval_id or (pending.approval_id if pending else None)
+            if target is None:
+                raise ApiError(409, "nothing to revoke: no approval given and none pending")
+            await handle.signal(
+                "revoke",
+                RevokeApprovalInput(
+                    approval_id=target, principal=caller.principal, reason=control.reason
+                ),
+            )
+            return ControlResult(
+                accepted=True, message=f"revoke sent for {target}", input_id=input_id
+            )
+        if pending is None:
+            raise ApiError(409, f"run {run_id} has no pending approval")
+        if control.revision is None or control.content_hash is None:
+            raise ApiError(
+                422, "approve and reject must name the revision and content_hash they decide on"
+            )
+        approver = approvers.get(caller.principal)
+        if approver is None:
+            raise ApiError(403, f"{caller.principal} is not an approver")
+        unsigned = ApprovalDecision(
+            approval_id=control.approval_id or pending.approval_id,
+            verdict=Verdict.APPROVE if control.action == "approve" else Verdict.REJECT,
+            principal=caller.principal, subject=pending.subject, revision=control.revision,
+            content_hash=control.content_hash, destination=pending.destination, scope=pending.scope,
+            reason=control.reason,
+        )  # fmt: skip
+        decision = unsigned.model_copy(
+            update={"signature": sign(unsigned, approver.secret.get_secret_value())}
+        )
+        try:
+            result: DecisionResult = await handle.execute_update(
+                "decide_approval", decision, result_type=DecisionResult
+            )
+        except WorkflowUpdateFailedError as err:
+            raise ApiError(409, f"refused: {err.cause}") from err
+        if not result.accepted:
+            raise ApiError(409, f"refused: {result.message}")
+        return ControlResult(accepted=True, message=result.message, input_id=input_id)
+
+    return app

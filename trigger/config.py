@@ -1,0 +1,35 @@
+"""Trigger service configuration (GROUNDWORK_TRIGGER_*), read by its entry point only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class TokenGrant(BaseModel):
+    """What a bearer token authenticates as."""
+
+    tenant: str
+    principal: str
+    roles: list[str] = Field(default_factory=list)
+
+
+class TriggerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="GROUNDWORK_TRIGGER_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    tokens: dict[str, TokenGrant] = Field(default_factory=dict)
+    """Bearer tokens, JSON: {"tok-123": {"tenant": "acme", "principal": "alice", "roles": ["editor"]}}."""
+    webhook_secrets: dict[str, SecretStr] = Field(default_factory=dict)
+    """Per-source HMAC secrets for webhooks, JSON: {"github": "..."}."""
+    webhook_tenant: str = "default"
+    policy: Path | None = None
+    """ActivationPolicy YAML; without one every input is PROJECT (recorded only)."""
+    max_body_bytes: int = 1024 * 1024
+    rate_per_s: float = 200.0
+    """Per-token sustained rate; bursts up to `rate_burst`."""
+    rate_burst: int = 400
+    activation_interval_s: float = 0.2

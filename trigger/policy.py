@@ -1,0 +1,83 @@
+"""ActivationPolicy: rules that map an input to a disposition, loaded from a YAML file.
+
+```yaml
+rules:
+  - match: {kind: command, type: "research.*"}     # kind, type, source, subject; globs allowed
+    action: ACTIVATE
+    agent: source-reader
+    model_route: scripted:source-reader-demo
+  - match: {kind: event}
+    action: RESUME                                    # deliver to waiting runs' subscriptions
+default: PROJECT                                      # record only
+```
+First matching rule wins. ENQUEUE, STEER and INTERRUPT need session workflows and FORK a
+runtime that can fork; a policy naming them is accepted, and inputs it maps there are
+answered 501 (nothing stored) until those land.
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from contracts.inputs import AgentInput, Disposition
+
+NOT_YET = frozenset(
+    {Disposition.ENQUEUE, Disposition.STEER, Disposition.INTERRUPT, Disposition.FORK}
+)
+
+
+class Match(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str | None = None
+    type: str | None = None
+    source: str | None = None
+    subject: str | None = None
+
+    def matches(self, envelope: AgentInput) -> bool:
+        values = {
+            "kind": envelope.kind.value, "type": envelope.type,
+            "source": envelope.source, "subject": envelope.subject,
+        }  # fmt: skip
+        for name, pattern in self.model_dump(exclude_none=True).items():
+            if not fnmatchcase(values[name], pattern):
+                return False
+        return True
+
+
+class Rule(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    match: Match = Field(default_factory=Match)
+    action: Disposition
+    agent: str | None = None
+    model_route: str | None = None
+
+    @model_validator(mode="after")
+    def _activate_names_an_agent(self) -> Rule:
+        if self.action is Disposition.ACTIVATE and not self.agent:
+            raise ValueError("an ACTIVATE rule needs `agent`")
+        if self.action is Disposition.PENDING:
+            raise ValueError("`pending` is not an action")
+        return self
+
+
+class ActivationPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rules: list[Rule] = Field(default_factory=list)
+    default: Disposition = Disposition.PROJECT
+
+    def decide(self, envelope: AgentInput) -> Rule:
+        for rule in self.rules:
+            if rule.match.matches(envelope):
+                return rule
+        return Rule(action=self.default, agent=None)
+
+    @classmethod
+    def load(cls, path: Path) -> ActivationPolicy:
+        return cls.model_validate(yaml.safe_load(path.read_text()) or {})
