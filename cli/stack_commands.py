@@ -31,6 +31,7 @@ def _show(state: StackState, config: Settings, title: str) -> None:
     table.add_row("Web UI", state.ui_url or "(external Temporal: its own UI)")
     table.add_row("Postgres", state.database_url)
     table.add_row("Worker", f"pid {state.worker_pid}, task queue {config.task_queue}")
+    table.add_row("Trigger API", f"{state.trigger_url}/docs" if state.trigger_url else "-")
     table.add_row("Logs", str(config.home / "logs"))
     console.print(table)
 
@@ -51,18 +52,12 @@ def up(
         False, "--detach", "-d", help="Start in the background and return."
     ),
 ) -> None:
-    """Start the embedded stack: Temporal dev server + Web UI, Postgres (migrated), one worker."""
+    """Start the embedded stack: Temporal + Web UI, Postgres (migrated), a worker, the trigger service."""
     config = settings("WARNING")
     existing = running_stack(config)
     if existing is not None:
         _show(existing, config, "Groundwork stack already running")
         console.print("Stop it with [bold]groundwork down[/bold].")
-        return
-    with console.status("starting Temporal, Postgres and a worker…"):
-        state = ensure_stack(config)
-    _show(state, config, "Groundwork stack up")
-    if detach:
-        console.print("Running in the background; stop it with [bold]groundwork down[/bold].")
         return
     stopping = False
 
@@ -70,8 +65,16 @@ def up(
         nonlocal stopping
         stopping = True
 
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
+    if not detach:
+        # Installed before starting, so a Ctrl-C during start-up still stops what started.
+        signal.signal(signal.SIGINT, _stop)
+        signal.signal(signal.SIGTERM, _stop)
+    with console.status("starting Temporal, Postgres, a worker and the trigger service…"):
+        state = ensure_stack(config)
+    _show(state, config, "Groundwork stack up")
+    if detach:
+        console.print("Running in the background; stop it with [bold]groundwork down[/bold].")
+        return
     console.print("Press Ctrl-C to stop.")
     while not stopping:
         dead = stack_alive(state)

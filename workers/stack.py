@@ -42,6 +42,8 @@ class StackState:
     worker_pid: int | None
     pgdata: str | None
     started_at: float
+    trigger_pid: int | None = None
+    trigger_url: str | None = None
 
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -157,6 +159,27 @@ def _start_worker(
         )
 
 
+def _start_trigger(
+    settings: Settings, temporal: str, database: str, logs: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    from trigger.config import TriggerSettings
+
+    port = TriggerSettings().port
+    _require_port(port, "trigger service", "GROUNDWORK_TRIGGER_PORT")
+    env = dict(os.environ)
+    env.update(
+        GROUNDWORK_TEMPORAL_ADDRESS=temporal,
+        GROUNDWORK_DATABASE_URL=database,
+        GROUNDWORK_HOME=str(settings.home),
+    )
+    with (logs / "trigger.log").open("ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cli", "serve", "--port", str(port)],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+        )  # fmt: skip
+    return process, f"http://127.0.0.1:{port}"
+
+
 def start_stack(settings: Settings) -> StackState:
     """Start what is not configured externally, apply migrations, start one worker."""
     settings.home.mkdir(parents=True, exist_ok=True)
@@ -181,6 +204,8 @@ def start_stack(settings: Settings) -> StackState:
         asyncio.run(migrate(database))
         worker = _start_worker(settings, temporal, database, logs)
         started.append(worker.pid)
+        trigger, trigger_url = _start_trigger(settings, temporal, database, logs)
+        started.append(trigger.pid)
         state = StackState(
             temporal_address=temporal,
             database_url=database,
@@ -190,6 +215,8 @@ def start_stack(settings: Settings) -> StackState:
             worker_pid=worker.pid,
             pgdata=str(pgdata) if pgdata else None,
             started_at=time.time(),
+            trigger_pid=trigger.pid,
+            trigger_url=trigger_url,
         )
         state.write(settings.state_file)
         return state
@@ -213,7 +240,8 @@ def _terminate(pid: int | None, sig: int = signal.SIGTERM, timeout: float = 10.0
 
 
 def stop_stack(settings: Settings, state: StackState) -> None:
-    """Worker first (it drains), then Temporal, then Postgres (fast shutdown)."""
+    """Trigger and worker first (they drain), then Temporal, then Postgres (fast shutdown)."""
+    _terminate(state.trigger_pid)
     _terminate(state.worker_pid)
     _terminate(state.temporal_pid)
     _terminate(state.postgres_pid, signal.SIGINT, timeout=30.0)

@@ -29,6 +29,7 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
         GROUNDWORK_HOME=str(home),
         GROUNDWORK_TEMPORAL_PORT=str(_free_port()),
         GROUNDWORK_UI_PORT=str(_free_port()),
+        GROUNDWORK_TRIGGER_PORT=str(_free_port()),
         GROUNDWORK_TASK_QUEUE=f"cli-{home.name}",
         COLUMNS="200",
     )
@@ -115,7 +116,7 @@ def test_embedded_stack_up_run_show_down(tmp_path: Path) -> None:
         down = gw(env, "down")
     assert down.returncode == 0, down.stderr
     assert not (home / "stack.json").exists()
-    for key in ("temporal_pid", "worker_pid", "postgres_pid"):
+    for key in ("temporal_pid", "worker_pid", "postgres_pid", "trigger_pid"):
         pid = state[key]
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, (
             key
@@ -193,7 +194,7 @@ def test_foreground_up_stops_everything_on_ctrl_c(tmp_path: Path) -> None:
     assert process.returncode == 0
     assert "Stack stopped." in out
     assert not (home / "stack.json").exists()
-    for key in ("temporal_pid", "worker_pid", "postgres_pid"):
+    for key in ("temporal_pid", "worker_pid", "postgres_pid", "trigger_pid"):
         pid = state[key]
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, (
             key
