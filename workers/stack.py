@@ -75,23 +75,23 @@ def _require_port(port: int, what: str, env_var: str) -> None:
 
 
 def _wait_for_port(
-    port: int, process: subprocess.Popen[bytes], timeout: float, log_file: Path
+    port: int,
+    process: subprocess.Popen[bytes],
+    timeout: float,
+    log_file: Path,
+    what: str = "Temporal dev server",
 ) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             tail = log_file.read_text(errors="replace")[-800:] if log_file.exists() else ""
-            raise StackError(
-                f"Temporal dev server exited with code {process.returncode}: {tail.strip()}"
-            )
+            raise StackError(f"{what} exited with code {process.returncode}: {tail.strip()}")
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.settimeout(0.2)
             if sock.connect_ex(("127.0.0.1", port)) == 0:
                 return
         time.sleep(0.1)
-    raise StackError(
-        f"Temporal dev server did not open port {port} within {timeout:.0f}s (log: {log_file})"
-    )
+    raise StackError(f"{what} did not open port {port} within {timeout:.0f}s (log: {log_file})")
 
 
 def _start_temporal(settings: Settings, logs: Path) -> tuple[subprocess.Popen[bytes], str, str]:
@@ -177,6 +177,7 @@ def _start_trigger(
             [sys.executable, "-m", "cli", "serve", "--port", str(port)],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
         )  # fmt: skip
+    _wait_for_port(port, process, 30.0, logs / "trigger.log", what="trigger service")
     return process, f"http://127.0.0.1:{port}"
 
 
