@@ -69,6 +69,7 @@ class EffectActivities:
     def __init__(self, ledger: EffectLedger, targets: TargetRegistry) -> None:
         self._ledger = ledger
         self._targets = targets
+        self._agents: dict[str, Any] = {}
 
     @activity.defn(name=EFFECT_DISPATCH_ACTIVITY)
     async def dispatch(self, request: EffectDispatchInput) -> EffectOutcome:
@@ -207,7 +208,10 @@ class EffectActivities:
         return result
 
     def _payload(self, call: PreparedCall) -> dict[str, Any]:
-        tool = find_tool(catalog.build(call.agent_name), call.tool_name, call.owner_agent)
+        agent = self._agents.get(call.agent_name)
+        if agent is None:  # building an Agent deep-copies and resolves type hints: once per name
+            agent = self._agents[call.agent_name] = catalog.build(call.agent_name)
+        tool = find_tool(agent, call.tool_name, call.owner_agent)
         builder = builder_of(tool) if tool is not None else None
         if builder is None:
             raise ValueError(f"agent {call.agent_name} has no governed tool {call.tool_name!r}")
