@@ -377,33 +377,9 @@ class AgentRunWorkflow:
             effect_key = declaration.effect_key(parsed)
         except Exception as err:  # the user's key function: any failure is a bad call, not a crash
             return f"error (invalid_arguments): cannot derive the effect key: {err}"
-        decision = prepare(
-            run_id=self._spec.run_id,
-            agent_name=self._spec.release.agent,
-            owner_agent=agent_name,
-            tool_name=tool.name,
-            call_id=ctx.tool_call_id,
-            arguments=parsed,
-            policy=policy,
-            target=declaration.target,
-            effect_key=str(effect_key),
-            domain_event=declaration.domain_event,
-            now=workflow.now(),
-            timeout=timedelta(seconds=self._spec.timeouts.tool_call_s),
-        )
-        if isinstance(decision, Denied):
-            self._event(
-                "ToolDenied", tool=tool.name, call_id=ctx.tool_call_id, reason=decision.reason
-            )
-            return f"denied: {decision.reason}"
-        if isinstance(decision, NeedsApproval):
-            verdict = await self._await_approval(tool.name, declaration, decision, parsed)
-            if verdict.verdict is Verdict.REJECT:
-                self._event(
-                    "ToolDenied", tool=tool.name, call_id=ctx.tool_call_id, reason="rejected"
-                )
-                return f"rejected by {verdict.principal}: {verdict.reason or 'no reason given'}; nothing was done"
-            decision = prepare(
+
+        def prepare_call(approved: bool) -> PreparedCall | Denied | NeedsApproval:
+            return prepare(
                 run_id=self._spec.run_id,
                 agent_name=self._spec.release.agent,
                 owner_agent=agent_name,
@@ -416,8 +392,24 @@ class AgentRunWorkflow:
                 domain_event=declaration.domain_event,
                 now=workflow.now(),
                 timeout=timedelta(seconds=self._spec.timeouts.tool_call_s),
-                approved=True,  # a fact (ReviewApproved), and the call still passes prepare
+                approved=approved,
             )
+
+        decision = prepare_call(approved=False)
+        if isinstance(decision, Denied):
+            self._event(
+                "ToolDenied", tool=tool.name, call_id=ctx.tool_call_id, reason=decision.reason
+            )
+            return f"denied: {decision.reason}"
+        if isinstance(decision, NeedsApproval):
+            verdict = await self._await_approval(tool.name, declaration, decision, parsed)
+            if verdict.verdict is Verdict.REJECT:
+                self._event(
+                    "ToolDenied", tool=tool.name, call_id=ctx.tool_call_id, reason="rejected"
+                )
+                return f"rejected by {verdict.principal}: {verdict.reason or 'no reason given'}; nothing was done"
+            # The approval is a fact (ReviewApproved); the call still passes prepare.
+            decision = prepare_call(approved=True)
             if not isinstance(decision, PreparedCall):
                 return f"denied: {getattr(decision, 'reason', 'not allowed after approval')}"
         self._state.usage.tool_calls += 1

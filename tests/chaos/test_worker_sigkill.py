@@ -7,8 +7,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -18,30 +16,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from contracts.run import ActivityTimeouts, Budgets
 from contracts.status import RunStatus
-from tests.helpers import spec, start, write_script
+from tests.helpers import spawn_worker, spec, start, write_script
 
 ROOT = Path(__file__).parents[2]
-
-
-def _spawn_worker(
-    env: WorkflowEnvironment, database_url: str, task_queue: str, call_log: Path, log: Path
-) -> subprocess.Popen[bytes]:
-    environment = dict(os.environ)
-    environment.update(
-        GROUNDWORK_TEMPORAL_ADDRESS=env.client.service_client.config.target_host,
-        GROUNDWORK_DATABASE_URL=database_url,
-        GROUNDWORK_TASK_QUEUE=task_queue,
-        GROUNDWORK_SCRIPTED_CALL_LOG=str(call_log),
-    )
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "cli", "worker"],
-            cwd=ROOT,
-            env=environment,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
 
 
 async def _wait_for(predicate: object, within_s: float, what: str) -> None:
@@ -83,17 +60,17 @@ async def test_sigkilled_worker_mid_turn_resumes_without_repeating_completed_tur
         budgets=Budgets(max_steps=10),
         timeouts=ActivityTimeouts(heartbeat_s=1.0),
     )
-    first = _spawn_worker(
-        temporal_env, migrated_database, task_queue, call_log, tmp_path / "w1.log"
-    )
+    address = temporal_env.client.service_client.config.target_host
+    log_env = {"GROUNDWORK_SCRIPTED_CALL_LOG": str(call_log)}
+    first = spawn_worker(address, migrated_database, task_queue, tmp_path / "w1.log", **log_env)
     try:
         handle = await start(client, run, task_queue)
         await _wait_for(lambda: 2 in _turns(call_log), 60, "model turn 3 to start")
         os.killpg(first.pid, signal.SIGKILL)
         first.wait(10)
         assert not (await handle.describe()).close_time, "run must still be open after the kill"
-        second = _spawn_worker(
-            temporal_env, migrated_database, task_queue, call_log, tmp_path / "w2.log"
+        second = spawn_worker(
+            address, migrated_database, task_queue, tmp_path / "w2.log", **log_env
         )
         try:
             result = await asyncio.wait_for(handle.result(), timeout=90)
