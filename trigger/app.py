@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -26,8 +27,9 @@ from contracts.inputs import AgentInput, Caller, InputAccepted, InputKind, Input
 from contracts.run import RunState, workflow_id_for
 from contracts.search_attributes import GW_AGENT, GW_STATUS, GW_TENANT
 from contracts.status import RunStatus
+from trigger import github
 from trigger.activation import Activator
-from trigger.auth import RateLimiter, Unauthorized, caller_for_token
+from trigger.auth import RateLimiter, Unauthorized, caller_for_token, verify_webhook
 from trigger.config import TriggerSettings
 from trigger.policy import NOT_YET, ActivationPolicy
 
@@ -198,6 +200,46 @@ def create_app(
         return JSONResponse(
             InputAccepted(input_id=outcome.public_id, duplicate=outcome.duplicate).model_dump(),
             status_code=status,
+        )
+
+    @app.post("/v1/webhooks/github", status_code=202, response_model=InputAccepted)
+    async def github_webhook(request: Request) -> JSONResponse:
+        """GitHub webhooks, verified by X-Hub-Signature-256 over the raw body."""
+        body = await read_body(request)
+        try:
+            verify_webhook(
+                "github", body, request.headers.get("x-hub-signature-256"), settings.webhook_secrets
+            )
+        except Unauthorized as err:
+            raise ApiError(401, str(err)) from err
+        delivery = request.headers.get("x-github-delivery")
+        event = request.headers.get("x-github-event")
+        if not delivery or not event:
+            raise ApiError(422, "X-GitHub-Delivery and X-GitHub-Event headers are required")
+        if event == "ping":
+            return JSONResponse({"input_id": "", "duplicate": False}, status_code=200)
+        try:
+            payload = json.loads(body)
+            envelope = github.normalize(
+                event, delivery, payload if isinstance(payload, dict) else {}
+            )
+        except github.UnsupportedEvent as err:
+            raise ApiError(422, str(err)) from err
+        except (ValueError, ValidationError) as err:
+            raise ApiError(422, f"not a GitHub {event} payload: {err}") from err
+        caller = Caller(tenant=settings.webhook_tenant, principal="github", trust="untrusted")
+        rule = policy.decide(envelope)
+        if rule.action in NOT_YET:
+            raise ApiError(
+                501, f"disposition {rule.action.value} is not available yet; nothing was stored"
+            )
+        body_hash = hashlib.sha256(envelope.model_dump_json().encode()).hexdigest()
+        outcome = await state["inputs"].accept(envelope, caller, body_hash)
+        if isinstance(outcome, Conflict):
+            raise ApiError(409, f"delivery {delivery} was already received with another body")
+        return JSONResponse(
+            InputAccepted(input_id=outcome.public_id, duplicate=outcome.duplicate).model_dump(),
+            status_code=200 if outcome.duplicate else 202,
         )
 
     @app.get("/v1/inputs/{input_id}", response_model=InputRecord)

@@ -25,6 +25,7 @@ from tests.helpers import ROOT, running_worker
 from tests.integration.test_approvals import APPROVERS
 from tests.integration.test_targets import service
 
+GITHUB_SECRET = "gh-webhook-secret"
 TOKENS = {
     "tok-acme": {"tenant": "acme", "principal": "alice", "roles": ["editor"]},
     "tok-globex": {"tenant": "globex", "principal": "hank", "roles": []},
@@ -110,6 +111,8 @@ def trigger_env(
         GROUNDWORK_APPROVERS=json.dumps(APPROVERS),
         GROUNDWORK_TARGETS=json.dumps({"notes": {"kind": "http", "base_url": target_url}}),
         GROUNDWORK_HOME=str(home),
+        GROUNDWORK_TRIGGER_WEBHOOK_SECRETS=json.dumps({"github": GITHUB_SECRET}),
+        GROUNDWORK_TRIGGER_WEBHOOK_TENANT="acme",
     )
     return env
 
@@ -408,3 +411,57 @@ async def test_crash_between_commit_and_activation_activates_once_after_restart(
     run_id = record["activation_refs"][0]["run_id"]
     listed = [w async for w in client.list_workflows(f'WorkflowId = "run-{run_id}"')]
     assert len(listed) == 1
+
+
+def _github(
+    trigger: TriggerProcess,
+    event: str,
+    delivery: str,
+    payload: dict[str, Any],
+    secret: str = GITHUB_SECRET,
+) -> httpx2.Response:
+    import hashlib
+    import hmac
+
+    body = json.dumps(payload).encode()
+    signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery, "X-Hub-Signature-256": signature,
+               "Content-Type": "application/json"}  # fmt: skip
+    return httpx2.post(f"{trigger.url}/v1/webhooks/github", content=body, headers=headers)
+
+
+def test_github_webhooks_are_verified_normalized_and_deduplicated(
+    trigger: TriggerProcess, migrated_database: str
+) -> None:
+    delivery = str(uuid.uuid4())
+    payload = {
+        "action": "submitted",
+        "repository": {"full_name": "acme/docs"},
+        "pull_request": {
+            "number": 42,
+            "title": "Fix links",
+            "head": {"sha": "abc123"},
+            "user": {"login": "dev"},
+        },
+        "review": {"state": "approved", "user": {"login": "lead"}},
+    }
+    first = _github(trigger, "pull_request_review", delivery, payload)
+    assert first.status_code == 202, first.text
+    again = _github(trigger, "pull_request_review", delivery, payload)  # GitHub redelivers
+    assert again.status_code == 200
+    assert again.json()["input_id"] == first.json()["input_id"]
+    record = httpx2.get(
+        f"{trigger.url}/v1/inputs/{first.json()['input_id']}", headers=_auth()
+    ).json()
+    assert record["type"] == "github.pull_request_review.submitted"
+    assert record["subject"] == "acme/docs#pr-42"
+    assert record["source_event_id"] == delivery
+    assert record["data"]["review_state"] == "approved"
+    assert record["trust"] == "untrusted"
+    before = _count_inputs(migrated_database)
+    forged = _github(trigger, "pull_request", str(uuid.uuid4()), payload, secret="guess")
+    assert forged.status_code == 401
+    unknown = _github(trigger, "deployment", str(uuid.uuid4()), payload)
+    assert unknown.status_code == 422
+    assert "not handled" in unknown.json()["error"]
+    assert _count_inputs(migrated_database) == before
