@@ -262,13 +262,16 @@ class EffectLedger:
             )
             return [EffectAttempt.model_validate(row) for row in await cur.fetchall()]
 
-    async def events(self, run_id: str) -> list[dict[str, Any]]:
+    async def events(self, run_id: str, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+        """The run's events after a cursor, in cursor order, with no gap that could fill later."""
         async with self._pool.connection() as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(
                 "SELECT cursor, run_id, type, effect_key, data, at FROM run_events"
-                " WHERE run_id = %s ORDER BY cursor",
-                (run_id,),
+                " WHERE run_id = %s AND cursor > %s"
+                " AND txid < pg_snapshot_xmin(pg_current_snapshot())"
+                " ORDER BY cursor LIMIT %s",
+                (run_id, after, limit),
             )
             return list(await cur.fetchall())
 

@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ValidationError
 from temporalio.client import Client, WorkflowQueryFailedError, WorkflowUpdateFailedError
@@ -32,6 +32,10 @@ from trigger.activation import Activator
 from trigger.auth import RateLimiter, Unauthorized, caller_for_token, verify_webhook
 from trigger.config import TriggerSettings
 from trigger.policy import NOT_YET, ActivationPolicy
+
+
+def _event_json(event: dict[str, Any]) -> dict[str, Any]:
+    return {**event, "at": event["at"].isoformat()}
 
 
 class ApiError(Exception):
@@ -255,18 +259,48 @@ def create_app(
         return await run_state(authenticate(request), run_id)
 
     @app.get("/v1/runs/{run_id}/events")
-    async def get_events(
-        run_id: str, request: Request, after: int = 0, limit: int = 100
-    ) -> dict[str, Any]:
+    async def get_events(run_id: str, request: Request, after: int = 0, limit: int = 100) -> Any:
+        """A JSON page after `after`; with `Accept: text/event-stream`, a live stream that
+        resumes after `Last-Event-ID` and ends once the run has closed and everything is sent."""
         caller = authenticate(request)
         await run_state(caller, run_id)
-        events = [e for e in await state["ledger"].events(run_id) if e["cursor"] > after][
-            : max(1, min(limit, 1000))
-        ]
+        ledger: EffectLedger = state["ledger"]
+        if "text/event-stream" in request.headers.get("accept", ""):
+            last = request.headers.get("last-event-id")
+            start = int(last) if last and last.isdigit() else after
+            return StreamingResponse(
+                _stream(ledger, run_id, start, request), media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache"},
+            )  # fmt: skip
+        events = await ledger.events(run_id, after=after, limit=max(1, min(limit, 1000)))
         return {
-            "events": [{**e, "at": e["at"].isoformat()} for e in events],
+            "events": [_event_json(e) for e in events],
             "next_cursor": events[-1]["cursor"] if events else after,
         }
+
+    async def _stream(
+        ledger: EffectLedger, run_id: str, cursor: int, request: Request
+    ) -> AsyncIterator[bytes]:
+        handle = temporal.get_workflow_handle(workflow_id_for(run_id))
+        while not await request.is_disconnected():
+            events = await ledger.events(run_id, after=cursor, limit=500)
+            for event in events:
+                cursor = event["cursor"]
+                yield (
+                    f"id: {cursor}\nevent: {event['type']}\n"
+                    f"data: {json.dumps(_event_json(event), sort_keys=True)}\n\n"
+                ).encode()
+            if events:
+                continue
+            description = await handle.describe()
+            if description.close_time is not None:
+                # Closed: one more read catches anything committed just before the close.
+                if not await ledger.events(run_id, after=cursor, limit=1):
+                    yield b"event: end\ndata: {}\n\n"
+                    return
+                continue
+            yield b": keep-alive\n\n"
+            await asyncio.sleep(0.5)
 
     @app.post("/v1/runs/{run_id}/controls", response_model=ControlResult)
     async def post_control(run_id: str, request: Request) -> ControlResult:

@@ -376,6 +376,33 @@ async def test_approval_over_http_is_signed_for_the_caller(
     assert done["final_output"].startswith("ok: effect")
     events = httpx2.get(f"{trigger.url}/v1/runs/{run_id}/events", headers=_auth()).json()
     assert [e["type"] for e in events["events"]] == ["ApprovalApproved", "NotePublished"]
+    first_cursor = events["events"][0]["cursor"]
+    page = httpx2.get(
+        f"{trigger.url}/v1/runs/{run_id}/events?after={first_cursor}", headers=_auth()
+    ).json()
+    assert [e["type"] for e in page["events"]] == ["NotePublished"]
+
+    def sse(last_event_id: str | None = None) -> list[tuple[str, str]]:
+        headers = {**_auth(), "Accept": "text/event-stream"}
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = last_event_id
+        seen: list[tuple[str, str]] = []
+        with httpx2.stream(
+            "GET", f"{trigger.url}/v1/runs/{run_id}/events", headers=headers, timeout=20
+        ) as stream:
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            current_id = ""
+            for line in stream.iter_lines():
+                if line.startswith("id: "):
+                    current_id = line[4:]
+                elif line.startswith("event: "):
+                    seen.append((current_id, line[7:]))
+        return seen
+
+    streamed = sse()
+    assert [kind for _, kind in streamed] == ["ApprovalApproved", "NotePublished", "end"]
+    resumed = sse(last_event_id=streamed[0][0])
+    assert [kind for _, kind in resumed] == ["NotePublished", "end"]
 
 
 async def test_crash_between_commit_and_activation_activates_once_after_restart(
