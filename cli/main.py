@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import typer
 
 from cli.approval_commands import approval_app, approve, reject
@@ -34,4 +37,14 @@ app.add_typer(target_app, name="target")
 
 
 def main() -> None:
-    app()
+    code = 0
+    try:
+        app()
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    # Every command has finished its work here. Temporal's client runtime keeps native threads
+    # that can call into a finalizing interpreter (seen: "PyGILState_Release ... finalizing",
+    # exit -6 after a successful `approve`), so skip finalization once output is flushed.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -123,6 +123,7 @@ def build_worker(client: Client, task_queue: str, deps: WorkerDeps, settings: Se
         ],
         workflow_runner=sandbox_runner(),
         max_concurrent_activities=settings.max_concurrent_activities,
+        max_cached_workflows=settings.max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_timeout_s),
     )
 

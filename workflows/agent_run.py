@@ -6,13 +6,10 @@ status change follows the transition table and is mirrored to search attributes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 from datetime import timedelta
-from typing import Any, NoReturn
+from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
@@ -20,100 +17,40 @@ with workflow.unsafe.imports_passed_through():
     from agents.tool_context import ToolContext
 
     from definitions import catalog
-    from definitions.governed import ApprovalBinding, EffectDeclaration, effect_of
+    from definitions.governed import effect_of
     from definitions.waits import is_wait_tool
 
 from contracts.approvals import (
-    APPROVAL_RECORD_ACTIVITY,
-    APPROVAL_VERIFY_ACTIVITY,
     ApprovalDecision,
     ApprovalRequest,
     ApprovalStatus,
-    DecisionResult,
-    RecordApprovalInput,
-    RevokeApprovalInput,
     Verdict,
-    VerifyDecisionInput,
-    VerifyDecisionResult,
-    binding_mismatch,
 )
 from contracts.effects import (
-    EFFECT_DISPATCH_ACTIVITY,
-    EFFECT_RESOLVE_ACTIVITY,
-    Classification,
-    Denied,
-    EffectDispatchInput,
-    EffectOutcome,
-    EffectRecord,
-    EffectResolution,
-    EffectResolveActivityInput,
-    EffectStatus,
-    NeedsApproval,
-    PreparedCall,
     ResolveEffectInput,
 )
 from contracts.model_turn import ModelTurnResult
-from contracts.prepare import prepare
 from contracts.run import (
-    MAX_LAST_EVENTS,
-    BudgetUsage,
     EffectClass,
-    RunEvent,
     RunResult,
     RunSpec,
     RunState,
-    ToolPolicy,
     workflow_id_for,
 )
-from contracts.search_attributes import (
-    GW_AGENT,
-    GW_RELEASE,
-    GW_STATUS,
-    GW_TENANT,
-    GW_WAITING_REASON,
-)
-from contracts.status import FailureReason, RunStatus, WaitingReason, check_transition
+from contracts.status import FailureReason, RunStatus
 from contracts.tool_call import TOOL_CALL_ACTIVITY, ToolCallInput, ToolCallResult
 from contracts.waits import (
-    SUBSCRIPTION_CLOSE_ACTIVITY,
-    SUBSCRIPTION_INSTALL_ACTIVITY,
-    CloseSubscriptionInput,
     Delivery,
-    InstallResult,
-    Subscription,
 )
+from workflows._effects import EffectsMixin
 from workflows._model_stub import TurnHooks, WorkflowModel, WorkflowModelProvider
+from workflows._run_base import TOOL_RETRY, RunAbortedError
 from workflows._tool_gateway import UngovernableToolError, govern
-
-TOOL_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=30),
-    maximum_attempts=5,
-)
-
-EFFECT_MAX_ATTEMPTS = 6
-
-
-def _effect_retry() -> RetryPolicy:
-    return RetryPolicy(
-        initial_interval=timedelta(seconds=1),
-        backoff_coefficient=2.0,
-        maximum_interval=timedelta(seconds=20),
-        maximum_attempts=EFFECT_MAX_ATTEMPTS,
-    )
-
-
-class RunAbortedError(Exception):
-    """Raised inside the SDK's loop when the run must end FAILED; see `_must_fail`."""
-
-
-class BudgetExhaustedError(RunAbortedError):
-    """Raised before an action the budget does not allow; ends the run FAILED(budget)."""
+from workflows._waits import WaitsMixin
 
 
 @workflow.defn(name="AgentRun")
-class AgentRunWorkflow:
+class AgentRunWorkflow(EffectsMixin, WaitsMixin):
     @workflow.init
     def __init__(self, spec: RunSpec) -> None:
         self._spec = spec
@@ -141,66 +78,6 @@ class AgentRunWorkflow:
     @workflow.query
     def get_state(self) -> RunState:
         return self._state
-
-    @workflow.signal
-    def resolve_effect(self, resolution: ResolveEffectInput) -> None:
-        """A human's answer for an effect whose outcome the target could not tell."""
-        if resolution.effect_key not in self._awaiting_resolution:
-            workflow.logger.warning(
-                "resolve_effect for %s ignored: no effect of this run awaits it",
-                resolution.effect_key,
-            )
-            return
-        self._resolutions.setdefault(resolution.effect_key, resolution)
-
-    @workflow.signal
-    async def approve(self, decision: ApprovalDecision) -> None:
-        """Approve the pending request (what `temporal workflow signal --name approve` sends)."""
-        result = await self._consider(decision.model_copy(update={"verdict": Verdict.APPROVE}))
-        workflow.logger.info("approve signal: %s", result.message)
-
-    @workflow.signal
-    async def reject(self, decision: ApprovalDecision) -> None:
-        result = await self._consider(decision.model_copy(update={"verdict": Verdict.REJECT}))
-        workflow.logger.info("reject signal: %s", result.message)
-
-    @workflow.signal
-    def revoke(self, revocation: RevokeApprovalInput) -> None:
-        """Withdraw a pending or granted approval; a granted one is stopped before its effect."""
-        if revocation.approval_id in self._ended:
-            return
-        self._ended[revocation.approval_id] = (
-            ApprovalStatus.REVOKED,
-            revocation.principal,
-            revocation.reason or "revoked",
-        )
-
-    @workflow.update
-    async def decide_approval(self, decision: ApprovalDecision) -> DecisionResult:
-        """Approve or reject with a synchronous answer (the CLI and HTTP use this)."""
-        return await self._consider(decision)
-
-    @decide_approval.validator
-    def validate_decide_approval(self, decision: ApprovalDecision) -> None:
-        # Cheap checks only: a refused update leaves nothing in history.
-        if decision.approval_id in self._decided:
-            if self._decided[decision.approval_id] is not decision.verdict:
-                raise ValueError(
-                    f"approval {decision.approval_id} was already decided: "
-                    f"{self._decided[decision.approval_id].value}"
-                )
-            return
-        pending = self._pending_approval
-        if pending is None:
-            raise ValueError("this run has no pending approval")
-        mismatch = binding_mismatch(pending, decision)
-        if mismatch is not None:
-            raise ValueError(mismatch)
-
-    @workflow.signal
-    def deliver_input(self, delivery: Delivery) -> None:
-        """An input matched one of this run's subscriptions; duplicates are the same delivery."""
-        self._delivered.setdefault(delivery.subscription_id, {})[delivery.input.input_id] = delivery
 
     @workflow.run
     async def run(self, spec: RunSpec) -> RunResult:
@@ -259,16 +136,7 @@ class AgentRunWorkflow:
         self._transition(RunStatus.COMPLETED, "RunCompleted", output_chars=len(text))
         return self._result()
 
-    # -- budgets and accounting -------------------------------------------------------
-
-    def _exhaust(self, message: str) -> BudgetExhaustedError:
-        self._must_fail = (FailureReason.BUDGET, message)
-        return BudgetExhaustedError(message)
-
-    def _abort(self, reason: FailureReason, message: str) -> NoReturn:
-        """End the run FAILED from inside a tool or model call (see `_must_fail`)."""
-        self._must_fail = (reason, message)
-        raise RunAbortedError(message)
+    # -- budgets, model turns, the tool door ---------------------------------------------
 
     def _before_model_turn(self) -> int:
         usage, budgets = self._state.usage, self._spec.budgets
@@ -347,504 +215,6 @@ class AgentRunWorkflow:
             error=result.error,
         )
         return result.output
-
-    # -- governed tools: prepare in here, dispatch through the ledger -------------------
-
-    def _policy(self, tool_name: str, declaration: EffectDeclaration | None) -> ToolPolicy:
-        snapshot = self._spec.policy.get(tool_name)
-        if snapshot is not None:
-            return snapshot
-        if declaration is not None:
-            return ToolPolicy(effect_class=declaration.effect_class, approval=declaration.approval)
-        return ToolPolicy()
-
-    async def _invoke_effect(
-        self,
-        agent_name: str,
-        tool: FunctionTool,
-        declaration: EffectDeclaration,
-        policy: ToolPolicy,
-        ctx: ToolContext[Any],
-        arguments: str,
-    ) -> str:
-        try:
-            parsed = json.loads(arguments or "{}")
-        except ValueError as err:
-            return f"error (invalid_arguments): arguments are not JSON: {err}"
-        if not isinstance(parsed, dict):
-            return "error (invalid_arguments): arguments must be a JSON object"
-        try:
-            effect_key = declaration.effect_key(parsed)
-        except Exception as err:  # the user's key function: any failure is a bad call, not a crash
-            return f"error (invalid_arguments): cannot derive the effect key: {err}"
-
-        def prepare_call(approved: bool) -> PreparedCall | Denied | NeedsApproval:
-            return prepare(
-                run_id=self._spec.run_id,
-                agent_name=self._spec.release.agent,
-                owner_agent=agent_name,
-                tool_name=tool.name,
-                call_id=ctx.tool_call_id,
-                arguments=parsed,
-                policy=policy,
-                target=declaration.target,
-                effect_key=str(effect_key),
-                domain_event=declaration.domain_event,
-                now=workflow.now(),
-                timeout=timedelta(seconds=self._spec.timeouts.tool_call_s),
-                approved=approved,
-            )
-
-        decision = prepare_call(approved=False)
-        if isinstance(decision, Denied):
-            self._event(
-                "ToolDenied", tool=tool.name, call_id=ctx.tool_call_id, reason=decision.reason
-            )
-            return f"denied: {decision.reason}"
-        if isinstance(decision, NeedsApproval):
-            verdict = await self._await_approval(tool.name, declaration, decision, parsed)
-            if verdict.verdict is Verdict.REJECT:
-                self._event(
-                    "ToolDenied", tool=tool.name, call_id=ctx.tool_call_id, reason="rejected"
-                )
-                return f"rejected by {verdict.principal}: {verdict.reason or 'no reason given'}; nothing was done"
-            # The approval is a fact (ReviewApproved); the call still passes prepare.
-            decision = prepare_call(approved=True)
-            if not isinstance(decision, PreparedCall):
-                return f"denied: {getattr(decision, 'reason', 'not allowed after approval')}"
-        self._state.usage.tool_calls += 1
-        self._event(
-            "EffectPrepared",
-            tool=tool.name,
-            effect_key=decision.effect_key,
-            effect_class=decision.effect_class.value,
-            target=decision.target,
-        )
-        outcome = await self._dispatch_until_settled(decision)
-        self._event(
-            "EffectSettled",
-            tool=tool.name,
-            effect_key=decision.effect_key,
-            status=outcome.status.value,
-            external_ref=outcome.external_ref,
-            replayed=outcome.replayed,
-        )
-        if outcome.status is EffectStatus.SUCCEEDED:
-            return f"ok: effect {outcome.effect_key} committed at {decision.target} as {outcome.external_ref}"
-        message = f"error ({outcome.status.value}): {outcome.message}"
-        if declaration.fail_run_on_error:
-            self._abort(FailureReason.TOOL_ERROR, f"{tool.name}: {message}")
-        return message
-
-    async def _dispatch_until_settled(self, call: PreparedCall) -> EffectOutcome:
-        while True:
-            try:
-                outcome: EffectOutcome = await workflow.execute_activity(
-                    EFFECT_DISPATCH_ACTIVITY,
-                    EffectDispatchInput(call=call, max_attempts=EFFECT_MAX_ATTEMPTS),
-                    result_type=EffectOutcome,
-                    start_to_close_timeout=timedelta(seconds=self._spec.timeouts.tool_call_s),
-                    heartbeat_timeout=timedelta(seconds=self._spec.timeouts.heartbeat_s),
-                    retry_policy=_effect_retry(),
-                    summary=f"{call.tool_name} -> {call.target} [{call.effect_key}]",
-                )
-            except ActivityError as err:
-                if isinstance(err.cause, CancelledError):
-                    raise
-                return EffectOutcome(
-                    effect_key=call.effect_key,
-                    status=EffectStatus.FAILED,
-                    classification=Classification.DO_NOT_RETRY,
-                    message=f"dispatch failed: {err.cause or err}",
-                )
-            if outcome.status is not EffectStatus.REQUIRES_HUMAN:
-                return outcome
-            resolution, record = await self._wait_for_resolution(call, outcome)
-            if resolution.resolution is EffectResolution.NOT_COMMITTED:
-                continue  # the ledger row is back to prepared: one more dispatch
-            return EffectOutcome(
-                effect_key=record.effect_key,
-                status=record.status,
-                classification=Classification.DO_NOT_RETRY,
-                external_ref=record.external_ref,
-                message=f"resolved by {resolution.principal}: {resolution.resolution.value}",
-            )
-
-    async def _wait_for_resolution(
-        self, call: PreparedCall, outcome: EffectOutcome
-    ) -> tuple[ResolveEffectInput, EffectRecord]:
-        """WAITING(effect_unknown) until `resolve_effect`; the ledger records the answer."""
-        self._awaiting_resolution.add(call.effect_key)
-        self._transition(
-            RunStatus.WAITING,
-            "EffectNeedsHuman",
-            waiting_reason=WaitingReason.EFFECT_UNKNOWN,
-            effect_key=call.effect_key,
-            message=outcome.message,
-        )
-        await workflow.wait_condition(lambda: call.effect_key in self._resolutions)
-        resolution = self._resolutions.pop(call.effect_key)
-        self._awaiting_resolution.discard(call.effect_key)
-        record: EffectRecord = await workflow.execute_activity(
-            EFFECT_RESOLVE_ACTIVITY,
-            EffectResolveActivityInput(
-                run_id=self._spec.run_id, resolution=resolution, domain_event=call.domain_event
-            ),
-            result_type=EffectRecord,
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=TOOL_RETRY,
-        )
-        self._transition(
-            RunStatus.RUNNING,
-            "EffectResolved",
-            effect_key=call.effect_key,
-            resolution=resolution.resolution.value,
-            principal=resolution.principal,
-        )
-        return resolution, record
-
-    # -- durable waits --------------------------------------------------------------------
-
-    async def _wait_for_event(self, ctx: ToolContext[Any], arguments: str) -> str:
-        try:
-            args = json.loads(arguments or "{}")
-            type_, subject = str(args["type"]), str(args["subject"])
-            timeout = timedelta(seconds=max(1, int(args.get("timeout_s", 3600))))
-        except (ValueError, KeyError, TypeError) as err:
-            return (
-                f"error (invalid_arguments): wait_for_event needs type, subject, timeout_s: {err}"
-            )
-        subscription = Subscription(
-            subscription_id=f"{self._spec.run_id}:{workflow.uuid4()}",
-            run_id=self._spec.run_id,
-            type=type_,
-            subject=subject,
-            after_cursor=self._state.input_cursor,
-            since=workflow.info().start_time - timedelta(seconds=5),  # margin for clock skew
-            expires_at=workflow.now() + timeout,
-        )
-        key = subscription.subscription_id
-        installed: InstallResult = await workflow.execute_activity(
-            SUBSCRIPTION_INSTALL_ACTIVITY,
-            subscription,
-            result_type=InstallResult,
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=TOOL_RETRY,
-        )
-        for delivery in installed.deliveries:
-            self.deliver_input(delivery)
-        waited = False
-        if not self._delivered.get(key):
-            waited = True
-            self._transition(
-                RunStatus.WAITING,
-                "WaitingForEvent",
-                waiting_reason=WaitingReason.EVENT,
-                subscription_id=key,
-                type=type_,
-                subject=subject,
-            )
-            with contextlib.suppress(TimeoutError):  # expiry is an answer too: "timed out"
-                await workflow.wait_condition(
-                    lambda: bool(self._delivered.get(key)), timeout=timeout
-                )
-        delivered = self._delivered.get(key, {})
-        first = delivered[min(delivered)] if delivered else None
-        await workflow.execute_activity(
-            SUBSCRIPTION_CLOSE_ACTIVITY,
-            CloseSubscriptionInput(subscription_id=key, status="satisfied" if first else "expired"),
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=TOOL_RETRY,
-        )
-        if waited:
-            self._transition(
-                RunStatus.RUNNING,
-                "EventDelivered" if first else "WaitExpired",
-                subscription_id=key,
-                input_id=first.input.input_id if first else None,
-            )
-        if first is None:
-            return f"timed out after {timeout} waiting for {type_} about {subject}"
-        self._state.input_cursor = max(self._state.input_cursor, first.input.input_id)
-        return json.dumps(
-            {"input_id": first.input.input_id, "type": first.input.type, "subject": first.input.subject,
-             "data": first.input.data},
-            sort_keys=True,
-        )  # fmt: skip
-
-    # -- approvals ------------------------------------------------------------------------
-
-    async def _await_approval(
-        self,
-        tool_name: str,
-        declaration: EffectDeclaration,
-        needed: NeedsApproval,
-        arguments: dict[str, Any],
-    ) -> ApprovalDecision:
-        binding = (
-            declaration.approval_binding(arguments)
-            if declaration.approval_binding is not None
-            else ApprovalBinding(
-                subject=needed.effect_key, revision="1", content_hash=needed.request_hash
-            )
-        )
-        ttl = timedelta(seconds=declaration.approval_ttl_s)
-        # The newest revision asked for is the only one that can still be approved.
-        self._latest_revision[binding.subject] = str(binding.revision)
-        async with self._approval_lock:  # parallel tool calls ask one at a time
-            while True:
-                now = workflow.now()
-                request = ApprovalRequest(
-                    approval_id=str(workflow.uuid4()),
-                    run_id=self._spec.run_id,
-                    subject=binding.subject,
-                    revision=str(binding.revision),
-                    content_hash=binding.content_hash,
-                    destination=declaration.target,
-                    scope=tool_name,
-                    effect_key=needed.effect_key,
-                    requested_at=now,
-                    expires_at=now + ttl,
-                    approver_roles=list(declaration.approver_roles),
-                    preview=binding.preview,
-                )
-                await self._record_approval(request)
-                self._pending_approval = request
-                self._state.pending_approval = request
-                self._transition(
-                    RunStatus.WAITING,
-                    "ApprovalRequested",
-                    waiting_reason=WaitingReason.APPROVAL,
-                    approval_id=request.approval_id,
-                    subject=request.subject,
-                    revision=request.revision,
-                )
-                approval_id = request.approval_id
-                try:
-                    await workflow.wait_condition(
-                        lambda aid=approval_id: self._granted is not None or self._supersede(aid),  # type: ignore[misc]
-                        timeout=ttl,
-                    )
-                except TimeoutError:
-                    self._pending_approval = None
-                    self._state.pending_approval = None
-                    await self._record_approval(
-                        request.model_copy(update={"status": ApprovalStatus.EXPIRED})
-                    )
-                    self._transition(
-                        RunStatus.RUNNING, "ApprovalExpired", approval_id=request.approval_id
-                    )
-                    if declaration.on_expiry == "re_request":
-                        continue
-                    self._abort(
-                        FailureReason.APPROVAL_EXPIRED,
-                        f"approval for {tool_name} expired after {ttl}",
-                    )
-                if approval_id in self._ended and self._granted is None:
-                    return await self._end_without_decision(request)
-                decision = self._granted
-                assert decision is not None
-                self._granted = None
-                self._pending_approval = None
-                self._state.pending_approval = None
-                status = (
-                    ApprovalStatus.APPROVED
-                    if decision.verdict is Verdict.APPROVE
-                    else ApprovalStatus.REJECTED
-                )
-                await self._record_approval(
-                    request.model_copy(
-                        update={
-                            "status": status,
-                            "decided_by": decision.principal,
-                            "decided_at": workflow.now(),
-                            "reason": decision.reason or None,
-                        }
-                    )
-                )
-                self._transition(
-                    RunStatus.RUNNING,
-                    "ReviewApproved" if status is ApprovalStatus.APPROVED else "ReviewRejected",
-                    approval_id=request.approval_id,
-                    by=decision.principal,
-                )
-                if status is ApprovalStatus.APPROVED and approval_id in self._ended:
-                    # Revoked after the grant but before the effect: the grant is void.
-                    return await self._end_without_decision(request, transition=False)
-                return decision
-
-    def _supersede(self, approval_id: str) -> bool:
-        """True when the approval ended without a decision (revoked, or a newer revision came)."""
-        pending = self._pending_approval
-        if (
-            pending is not None
-            and pending.approval_id == approval_id
-            and approval_id not in self._ended
-            and self._latest_revision.get(pending.subject, pending.revision) != pending.revision
-        ):
-            newer = self._latest_revision[pending.subject]
-            self._ended[approval_id] = (
-                ApprovalStatus.SUPERSEDED, "groundwork", f"superseded by revision {newer}",
-            )  # fmt: skip
-        return approval_id in self._ended
-
-    async def _end_without_decision(
-        self, request: ApprovalRequest, transition: bool = True
-    ) -> ApprovalDecision:
-        status, by, reason = self._ended[request.approval_id]
-        self._pending_approval = None
-        self._state.pending_approval = None
-        await self._record_approval(
-            request.model_copy(
-                update={
-                    "status": status,
-                    "decided_by": by,
-                    "decided_at": workflow.now(),
-                    "reason": reason,
-                }
-            )
-        )
-        if transition:
-            self._transition(
-                RunStatus.RUNNING,
-                f"Approval{status.value.capitalize()}",
-                approval_id=request.approval_id,
-                by=by,
-                reason=reason,
-            )
-        else:
-            self._event(
-                f"Approval{status.value.capitalize()}", approval_id=request.approval_id, by=by
-            )
-        return ApprovalDecision(
-            approval_id=request.approval_id, verdict=Verdict.REJECT, principal=by,
-            subject=request.subject, revision=request.revision, content_hash=request.content_hash,
-            destination=request.destination, scope=request.scope, reason=reason,
-        )  # fmt: skip
-
-    async def _record_approval(self, request: ApprovalRequest) -> None:
-        await workflow.execute_activity(
-            APPROVAL_RECORD_ACTIVITY,
-            RecordApprovalInput(request=request),
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=TOOL_RETRY,
-        )
-
-    async def _consider(self, decision: ApprovalDecision) -> DecisionResult:
-        """One path for signals and updates: binding, expiry, then the signature, in an activity."""
-        ended = self._ended.get(decision.approval_id)
-        if ended is not None and decision.approval_id not in self._decided:
-            current = self._pending_approval
-            hint = f"; the current revision is {current.revision}" if current else ""
-            return DecisionResult(
-                accepted=False, message=f"approval {ended[0].value}: {ended[2]}{hint}"
-            )
-        decided = self._decided.get(decision.approval_id)
-        if decided is not None:
-            if decided is decision.verdict:
-                return DecisionResult(accepted=True, message="already decided the same way")
-            return DecisionResult(accepted=False, message=f"already decided: {decided.value}")
-        pending = self._pending_approval
-        if pending is None:
-            return DecisionResult(accepted=False, message="this run has no pending approval")
-        mismatch = binding_mismatch(pending, decision)
-        if mismatch is not None:
-            return DecisionResult(accepted=False, message=mismatch)
-        if workflow.now() >= pending.expires_at:
-            return DecisionResult(accepted=False, message="the approval request has expired")
-        verified: VerifyDecisionResult = await workflow.execute_activity(
-            APPROVAL_VERIFY_ACTIVITY,
-            VerifyDecisionInput(decision=decision, approver_roles=pending.approver_roles),
-            result_type=VerifyDecisionResult,
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=TOOL_RETRY,
-        )
-        if not verified.valid:
-            self._event(
-                "ApprovalDecisionRefused", approval_id=decision.approval_id, reason=verified.reason
-            )
-            return DecisionResult(accepted=False, message=verified.reason)
-        # Another decision may have landed while the signature was being checked.
-        decided = self._decided.get(decision.approval_id)
-        if decided is not None:
-            same = decided is decision.verdict
-            return DecisionResult(
-                accepted=same, message="already decided" + ("" if same else f": {decided.value}")
-            )
-        if self._pending_approval is not pending:
-            return DecisionResult(
-                accepted=False, message="the approval request changed while verifying"
-            )
-        self._decided[decision.approval_id] = decision.verdict
-        self._granted = decision
-        status = (
-            ApprovalStatus.APPROVED
-            if decision.verdict is Verdict.APPROVE
-            else ApprovalStatus.REJECTED
-        )
-        return DecisionResult(
-            accepted=True, message=f"{status.value} by {decision.principal}", status=status
-        )
-
-    # -- status, events, search attributes ---------------------------------------------
-
-    def _event(self, type_: str, **data: Any) -> None:
-        self._state.event_count += 1
-        event = RunEvent(seq=self._state.event_count, type=type_, at=workflow.now(), data=data)
-        self._state.last_events = [*self._state.last_events, event][-MAX_LAST_EVENTS:]
-
-    def _transition(
-        self,
-        target: RunStatus,
-        event: str,
-        waiting_reason: WaitingReason | None = None,
-        **data: Any,
-    ) -> None:
-        check_transition(self._state.status, target)
-        previous = self._state.status
-        self._state.status = target
-        self._state.waiting_reason = waiting_reason
-        self._event(event, status_from=previous.value, status_to=target.value, **data)
-        workflow.upsert_search_attributes(
-            [
-                GW_STATUS.value_set(target.value),
-                GW_WAITING_REASON.value_set(waiting_reason.value if waiting_reason else ""),
-                GW_AGENT.value_set(self._spec.release.agent),
-                GW_TENANT.value_set(self._spec.tenant),
-                GW_RELEASE.value_set(self._spec.release.release_id),
-            ]
-        )
-        workflow.logger.info(
-            "run status %s -> %s", previous.value, target.value, extra={"run_id": self._spec.run_id}
-        )
-
-    def _result(self) -> RunResult:
-        return RunResult(
-            run_id=self._spec.run_id,
-            status=self._state.status,
-            final_output=self._state.final_output,
-            failure_reason=self._state.failure_reason,
-            failure_message=self._state.failure_message,
-            usage=self._state.usage.model_copy() if self._state.usage else BudgetUsage(),
-            transcript_ref=self._state.transcript_ref,
-        )
-
-    def _fail(self, reason: FailureReason, message: str) -> NoReturn:
-        if self._state.status is not RunStatus.FAILED:
-            self._state.failure_reason = reason
-            self._state.failure_message = message
-            self._transition(RunStatus.FAILED, "RunFailed", reason=reason.value, message=message)
-        # Failing the workflow (not returning) keeps Temporal's own status equal to ours.
-        raise ApplicationError(
-            f"run failed ({reason.value}): {message}",
-            self._result().model_dump(mode="json"),
-            type=f"RunFailed.{reason.value}",
-            non_retryable=True,
-        )
-
-    def _cancelled(self) -> None:
-        if not self._state.status.is_terminal:
-            self._transition(RunStatus.CANCELLED, "RunCancelled")
 
     @staticmethod
     def _activity_failure(err: ActivityError) -> tuple[FailureReason, str]:

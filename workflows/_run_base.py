@@ -1,0 +1,145 @@
+"""What every part of a run shares: its state, its events, its status transitions."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any, NoReturn
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+
+from contracts.approvals import (
+    ApprovalDecision,
+    ApprovalRequest,
+    ApprovalStatus,
+    Verdict,
+)
+from contracts.effects import (
+    ResolveEffectInput,
+)
+from contracts.run import (
+    MAX_LAST_EVENTS,
+    BudgetUsage,
+    RunEvent,
+    RunResult,
+    RunSpec,
+    RunState,
+)
+from contracts.search_attributes import (
+    GW_AGENT,
+    GW_RELEASE,
+    GW_STATUS,
+    GW_TENANT,
+    GW_WAITING_REASON,
+)
+from contracts.status import FailureReason, RunStatus, WaitingReason, check_transition
+from contracts.waits import (
+    Delivery,
+)
+
+TOOL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=5,
+)
+
+
+class RunAbortedError(Exception):
+    """Raised inside the SDK's loop when the run must end FAILED; see `_must_fail`."""
+
+
+class BudgetExhaustedError(RunAbortedError):
+    """Raised before an action the budget does not allow; ends the run FAILED(budget)."""
+
+
+class RunBase:
+    """State and bookkeeping the run's parts share; AgentRunWorkflow initialises it."""
+
+    _spec: RunSpec
+    _state: RunState
+    _current_agent: str
+    _must_fail: tuple[FailureReason, str] | None
+    """Set where the run must end FAILED from inside the SDK's loop, which may wrap our
+    exception (a tool's error becomes a UserError); run() honours it whatever surfaces."""
+    _resolutions: dict[str, ResolveEffectInput]
+    _awaiting_resolution: set[str]
+    _pending_approval: ApprovalRequest | None
+    _granted: ApprovalDecision | None
+    _decided: dict[str, Verdict]
+    _latest_revision: dict[str, str]
+    _ended: dict[str, tuple[ApprovalStatus, str, str]]
+    """Approvals ended without a decision: id -> (superseded|revoked, by, reason)."""
+    _approval_lock: asyncio.Lock
+    _delivered: dict[str, dict[int, Delivery]]
+
+    def _exhaust(self, message: str) -> BudgetExhaustedError:
+        self._must_fail = (FailureReason.BUDGET, message)
+        return BudgetExhaustedError(message)
+
+    def _abort(self, reason: FailureReason, message: str) -> NoReturn:
+        """End the run FAILED from inside a tool or model call (see `_must_fail`)."""
+        self._must_fail = (reason, message)
+        raise RunAbortedError(message)
+
+    # -- status, events, search attributes ---------------------------------------------
+
+    def _event(self, type_: str, **data: Any) -> None:
+        self._state.event_count += 1
+        event = RunEvent(seq=self._state.event_count, type=type_, at=workflow.now(), data=data)
+        self._state.last_events = [*self._state.last_events, event][-MAX_LAST_EVENTS:]
+
+    def _transition(
+        self,
+        target: RunStatus,
+        event: str,
+        waiting_reason: WaitingReason | None = None,
+        **data: Any,
+    ) -> None:
+        check_transition(self._state.status, target)
+        previous = self._state.status
+        self._state.status = target
+        self._state.waiting_reason = waiting_reason
+        self._event(event, status_from=previous.value, status_to=target.value, **data)
+        workflow.upsert_search_attributes(
+            [
+                GW_STATUS.value_set(target.value),
+                GW_WAITING_REASON.value_set(waiting_reason.value if waiting_reason else ""),
+                GW_AGENT.value_set(self._spec.release.agent),
+                GW_TENANT.value_set(self._spec.tenant),
+                GW_RELEASE.value_set(self._spec.release.release_id),
+            ]
+        )
+        workflow.logger.info(
+            "run status %s -> %s", previous.value, target.value, extra={"run_id": self._spec.run_id}
+        )
+
+    def _result(self) -> RunResult:
+        return RunResult(
+            run_id=self._spec.run_id,
+            status=self._state.status,
+            final_output=self._state.final_output,
+            failure_reason=self._state.failure_reason,
+            failure_message=self._state.failure_message,
+            usage=self._state.usage.model_copy() if self._state.usage else BudgetUsage(),
+            transcript_ref=self._state.transcript_ref,
+        )
+
+    def _fail(self, reason: FailureReason, message: str) -> NoReturn:
+        if self._state.status is not RunStatus.FAILED:
+            self._state.failure_reason = reason
+            self._state.failure_message = message
+            self._transition(RunStatus.FAILED, "RunFailed", reason=reason.value, message=message)
+        # Failing the workflow (not returning) keeps Temporal's own status equal to ours.
+        raise ApplicationError(
+            f"run failed ({reason.value}): {message}",
+            self._result().model_dump(mode="json"),
+            type=f"RunFailed.{reason.value}",
+            non_retryable=True,
+        )
+
+    def _cancelled(self) -> None:
+        if not self._state.status.is_terminal:
+            self._transition(RunStatus.CANCELLED, "RunCancelled")
