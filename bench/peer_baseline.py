@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 # ruff: noqa
 # fmt: off
-# Copied verbatim from /work/shared/bench/peer_baseline.py (our team's own peer-baseline
-# script; its README and reference results are in /work/shared/bench/). Only these four
+# Copied verbatim from ../shared/bench/peer_baseline.py (our team's own peer-baseline
+# script; its README and reference results are in ../shared/bench/). Only these four
 # comment lines were added; bench/run_overhead.py runs this copy in its own venv.
 """Peer baseline: OpenAI Agents SDK on Temporal (temporalio-openai-agents), offline.
 

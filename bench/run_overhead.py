@@ -75,7 +75,7 @@ and 100 KB outputs would trip the default token budget."""
 
 QUICK = {"runs": 40, "concurrency": 20, "reps": 1, "seq_runs": 20, "settle_max": 10.0}
 """seq_runs stays 20 in quick mode: the first 5-7 sequential runs after a pause are faster
-than the settled figure (see /work/shared/bench/results-baseline.md), so fewer would bias
+than the settled figure (see ../shared/bench/results-baseline.md), so fewer would bias
 the median."""
 DEFAULT = {"runs": 200, "concurrency": 50, "reps": 3, "seq_runs": 20, "settle_max": 30.0}
 
