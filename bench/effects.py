@@ -1221,7 +1221,9 @@ def peer_python(args: argparse.Namespace) -> str:
 
 def peer_script() -> Path:
     local = BENCH / "peer_baseline.py"
-    return local if local.exists() else BENCH.parent.parent / "shared" / "bench" / "peer_baseline.py"
+    return (
+        local if local.exists() else BENCH.parent.parent / "shared" / "bench" / "peer_baseline.py"
+    )
 
 
 async def peer_rep(args: argparse.Namespace, workdir: Path, rep: int) -> dict[str, Any]:
