@@ -77,10 +77,13 @@ class EffectLedger:
     async def _claim_txn(
         self, conn: AsyncConnection[Any], call: PreparedCall, activity_attempt: int
     ) -> Claim:
-        await conn.execute(
+        # One statement inserts the intent or locks the existing row, and returns it either way.
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(
             "INSERT INTO effects (effect_key, run_id, tool_name, target, effect_class, request_hash,"
             " request, status) VALUES (%s, %s, %s, %s, %s, %s, %s, 'prepared')"
-            " ON CONFLICT (effect_key) DO NOTHING",
+            " ON CONFLICT (effect_key) DO UPDATE SET effect_key = EXCLUDED.effect_key"
+            f" RETURNING {_COLUMNS}",
             (
                 call.effect_key,
                 call.run_id,
@@ -91,9 +94,10 @@ class EffectLedger:
                 Jsonb({"tool": call.tool_name, "arguments": call.arguments}),
             ),
         )
-        record = await self._get_txn(conn, call.effect_key, lock=True)
-        if record is None:
+        row = await cur.fetchone()
+        if row is None:
             raise LedgerError(f"effect {call.effect_key} vanished during claim")
+        record = EffectRecord.model_validate(row)
         if record.request_hash != call.request_hash:
             await self._attempt_txn(
                 conn,
@@ -113,25 +117,23 @@ class EffectLedger:
                 conn, record, activity_attempt, "claim", f"already_{record.status.value}", {}
             )
             return AlreadySettled(record)
-        cur = await conn.execute(
-            "UPDATE effects SET status = 'dispatching', attempt = attempt + 1, fence = fence + 1,"
-            " updated_at = now() WHERE effect_key = %s RETURNING attempt, fence",
-            (call.effect_key,),
-        )
-        row = await cur.fetchone()
-        assert row is not None
-        attempt, fence = int(row[0]), int(row[1])
-        claimed = Claimed(fence=fence, attempt=attempt, previous_status=record.status)
-        await conn.execute(
-            "INSERT INTO effect_attempts (effect_key, attempt, fence, activity_attempt, phase, outcome, detail)"
-            " VALUES (%s, %s, %s, %s, 'claim', 'dispatching', %s)",
+        # Bump attempt and fence and log the attempt in one round trip.
+        bumped = await conn.execute(
+            "WITH bumped AS (UPDATE effects SET status = 'dispatching', attempt = attempt + 1,"
+            " fence = fence + 1, updated_at = now() WHERE effect_key = %s RETURNING attempt, fence)"
+            " INSERT INTO effect_attempts (effect_key, attempt, fence, activity_attempt, phase, outcome, detail)"
+            " SELECT %s, attempt, fence, %s, 'claim', 'dispatching', %s FROM bumped RETURNING attempt, fence",
             (
                 call.effect_key,
-                attempt,
-                fence,
+                call.effect_key,
                 activity_attempt,
                 Jsonb({"previous": record.status.value}),
             ),
+        )
+        counters = await bumped.fetchone()
+        assert counters is not None
+        claimed = Claimed(
+            fence=int(counters[1]), attempt=int(counters[0]), previous_status=record.status
         )
         return claimed
 
@@ -150,11 +152,12 @@ class EffectLedger:
     ) -> Settled:
         """Write the outcome if `fence` still owns the row; append the domain event with it."""
         async with self._pool.connection() as conn, conn.transaction():
-            cur = await conn.execute(
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(
                 "UPDATE effects SET status = %s, external_ref = COALESCE(%s, external_ref),"
                 " receipt = COALESCE(%s, receipt), last_error = %s, updated_at = now()"
                 " WHERE effect_key = %s AND fence = %s AND status = 'dispatching'"
-                " RETURNING attempt",
+                f" RETURNING {_COLUMNS}",
                 (
                     status.value,
                     external_ref,
@@ -165,7 +168,11 @@ class EffectLedger:
                 ),
             )
             updated = await cur.fetchone()
-            record = await self._get_txn(conn, effect_key, lock=False)
+            record = (
+                EffectRecord.model_validate(updated)
+                if updated is not None
+                else await self._get_txn(conn, effect_key, lock=False)
+            )
             if record is None:
                 raise LedgerError(f"effect {effect_key} not found at settle")
             if updated is None:
@@ -176,14 +183,24 @@ class EffectLedger:
                      Jsonb({"wanted": status.value, "current_fence": record.fence})),
                 )  # fmt: skip
                 return Settled(record, stale=True)
-            await conn.execute(
-                "INSERT INTO effect_attempts (effect_key, attempt, fence, activity_attempt, phase,"
-                " outcome, detail) VALUES (%s, %s, %s, %s, 'settle', %s, %s)",
-                (effect_key, record.attempt, fence, activity_attempt, status.value,
-                 Jsonb({"external_ref": external_ref, "error": error})),
-            )  # fmt: skip
+            attempt_row = (effect_key, record.attempt, fence, activity_attempt, status.value,
+                           Jsonb({"external_ref": external_ref, "error": error}))  # fmt: skip
             if status is EffectStatus.SUCCEEDED and domain_event:
-                await self._event_txn(conn, run_id, domain_event, effect_key, external_ref, record)
+                # The attempt and the domain event in one round trip, in this transaction.
+                await conn.execute(
+                    "WITH logged AS (INSERT INTO effect_attempts (effect_key, attempt, fence,"
+                    " activity_attempt, phase, outcome, detail) VALUES (%s, %s, %s, %s, 'settle', %s, %s))"
+                    " INSERT INTO run_events (run_id, type, effect_key, data) VALUES (%s, %s, %s, %s)"
+                    " ON CONFLICT (effect_key, type) WHERE effect_key IS NOT NULL DO NOTHING",
+                    (*attempt_row, run_id, domain_event, effect_key,
+                     _event_data(external_ref, record)),
+                )  # fmt: skip
+            else:
+                await conn.execute(
+                    "INSERT INTO effect_attempts (effect_key, attempt, fence, activity_attempt, phase,"
+                    " outcome, detail) VALUES (%s, %s, %s, %s, 'settle', %s, %s)",
+                    attempt_row,
+                )
             return Settled(record, stale=False)
 
     async def resolve(
@@ -311,7 +328,16 @@ class EffectLedger:
         await conn.execute(
             "INSERT INTO run_events (run_id, type, effect_key, data) VALUES (%s, %s, %s, %s)"
             " ON CONFLICT (effect_key, type) WHERE effect_key IS NOT NULL DO NOTHING",
-            (run_id, event_type, effect_key,
-             Jsonb({"external_ref": external_ref, "tool": record.tool_name, "target": record.target,
-                    "request_hash": record.request_hash})),
-        )  # fmt: skip
+            (run_id, event_type, effect_key, _event_data(external_ref, record)),
+        )
+
+
+def _event_data(external_ref: str | None, record: EffectRecord) -> Jsonb:
+    return Jsonb(
+        {
+            "external_ref": external_ref,
+            "tool": record.tool_name,
+            "target": record.target,
+            "request_hash": record.request_hash,
+        }
+    )
