@@ -79,3 +79,12 @@ def client(temporal_env: WorkflowEnvironment) -> Client:
 @pytest.fixture
 def task_queue() -> str:
     return f"tq-{uuid.uuid4()}"
+
+
+@pytest.fixture(scope="module")
+def target_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The HTTP effect target service as a real process, one per test module."""
+    from tests.helpers import target_service
+
+    with target_service(tmp_path_factory.mktemp("target") / "effects.sqlite") as url:
+        yield url

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +94,30 @@ def stop_worker(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(10)
+
+
+@contextmanager
+def target_service(db: Path) -> Iterator[str]:
+    """Start `python -m adapters.targets.http_service --port 0`, yield its URL, stop it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "adapters.targets.http_service", "--port", "0", "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 10)
+        line = proc.stdout.readline() if ready else ""
+        if not line.startswith("listening on "):
+            proc.kill()
+            _, err = proc.communicate(timeout=5)
+            raise RuntimeError(f"target service did not start: {line!r} {err}")
+        yield line.removeprefix("listening on ").strip()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

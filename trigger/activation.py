@@ -20,7 +20,7 @@ from temporalio.client import Client
 
 from adapters.input_log import InputLog
 from adapters.waits import WaitStore
-from contracts.inputs import AgentInput, Disposition
+from contracts.inputs import Disposition
 from contracts.run import Release, RunSpec
 from contracts.waits import LoggedInput
 from trigger.policy import ActivationPolicy
@@ -66,11 +66,7 @@ class Activator:
             return len(rows)
 
     async def _activate(self, row: dict[str, Any]) -> tuple[Disposition, list[dict[str, Any]]]:
-        envelope = AgentInput.model_validate(
-            {"source_event_id": "-", "kind": row["kind"], "type": row["type"], "source": row["source"],
-             "subject": row["subject"], "target": row["target"], "data": row["data"]}
-        )  # fmt: skip
-        rule = self._policy.decide(envelope)
+        rule = self._policy.decide_for(row["kind"], row["type"], row["source"], row["subject"])
         if rule.action is Disposition.ACTIVATE:
             assert rule.agent is not None
             text = row["data"].get("text") if isinstance(row["data"].get("text"), str) else None

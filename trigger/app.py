@@ -21,7 +21,15 @@ from adapters.approvals import ApproverConfig
 from adapters.input_log import Conflict, InputLog
 from adapters.ledger import EffectLedger
 from adapters.waits import WaitStore
-from contracts.approvals import ApprovalDecision, DecisionResult, RevokeApprovalInput, Verdict, sign
+from contracts.approvals import (
+    ApprovalDecision,
+    ApprovalRequest,
+    DecisionResult,
+    RevokeApprovalInput,
+    Verdict,
+    binding_mismatch,
+    sign,
+)
 from contracts.effects import EffectResolution, ResolveEffectInput
 from contracts.inputs import AgentInput, Caller, InputAccepted, InputKind, InputRecord
 from contracts.run import RunState, workflow_id_for
@@ -127,12 +135,12 @@ def create_app(
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > settings.max_body_bytes:
             raise ApiError(413, f"body over {settings.max_body_bytes} bytes")
-        body = b""
+        body = bytearray()
         async for chunk in request.stream():
             body += chunk
             if len(body) > settings.max_body_bytes:
                 raise ApiError(413, f"body over {settings.max_body_bytes} bytes")
-        return body
+        return bytes(body)
 
     def parse(model: type[BaseModel], body: bytes, request: Request) -> Any:
         content_type = request.headers.get("content-type", "").split(";")[0].strip()
@@ -308,7 +316,22 @@ def create_app(
         body = await read_body(request)
         control: Control = parse(Control, body, request)
         run = await run_state(caller, run_id)
-        # One state model: a control is an input too, logged before it acts.
+        handle = temporal.get_workflow_handle(workflow_id_for(run_id))
+        # Everything checkable here is checked before anything is written: a refused request
+        # stores nothing. What passes is logged as a control input, then acts.
+        pending = run.pending_approval
+        decision: ApprovalDecision | None = None
+        revoke_target: str | None = None
+        if control.action == "resolve_effect":
+            if not control.effect_key or control.resolution is None:
+                raise ApiError(422, "resolve_effect needs effect_key and resolution")
+        elif control.action == "revoke":
+            revoke_target = control.approval_id or (pending.approval_id if pending else None)
+            if revoke_target is None:
+                raise ApiError(409, "nothing to revoke: no approval given and none pending")
+        elif control.action in ("approve", "reject"):
+            decision = _signed_decision(control, caller, pending, run_id)
+
         envelope = AgentInput(
             source_event_id=f"control-{hashlib.sha256(body).hexdigest()[:32]}-{run_id}",
             kind=InputKind.CONTROL, type=f"control.{control.action}", source="trigger",
@@ -316,33 +339,42 @@ def create_app(
         )  # fmt: skip
         accepted = await state["inputs"].accept(envelope, caller, hashlib.sha256(body).hexdigest())
         input_id = accepted.public_id
-        handle = temporal.get_workflow_handle(workflow_id_for(run_id))
         if control.action == "cancel":
             await handle.cancel()
             return ControlResult(accepted=True, message="cancellation requested", input_id=input_id)
         if control.action == "resolve_effect":
-            if not control.effect_key or control.resolution is None:
-                raise ApiError(422, "resolve_effect needs effect_key and resolution")
+            assert control.effect_key is not None
+            assert control.resolution is not None
             await handle.signal(
                 "resolve_effect",
                 ResolveEffectInput(effect_key=control.effect_key, resolution=control.resolution,
                                    external_ref=control.external_ref, principal=caller.principal, note=control.reason),
             )  # fmt: skip
             return ControlResult(accepted=True, message="resolve_effect sent", input_id=input_id)
-        pending = run.pending_approval
-        if control.action == "revoke":
-            target = control.approval_id or (pending.approval_id if pending else None)
-            if target is None:
-                raise ApiError(409, "nothing to revoke: no approval given and none pending")
+        if revoke_target is not None:
             await handle.signal(
                 "revoke",
                 RevokeApprovalInput(
-                    approval_id=target, principal=caller.principal, reason=control.reason
+                    approval_id=revoke_target, principal=caller.principal, reason=control.reason
                 ),
             )
             return ControlResult(
-                accepted=True, message=f"revoke sent for {target}", input_id=input_id
+                accepted=True, message=f"revoke sent for {revoke_target}", input_id=input_id
             )
+        assert decision is not None
+        try:
+            result: DecisionResult = await handle.execute_update(
+                "decide_approval", decision, result_type=DecisionResult
+            )
+        except WorkflowUpdateFailedError as err:
+            raise ApiError(409, f"refused: {err.cause}") from err
+        if not result.accepted:
+            raise ApiError(409, f"refused: {result.message}")
+        return ControlResult(accepted=True, message=result.message, input_id=input_id)
+
+    def _signed_decision(
+        control: Control, caller: Caller, pending: ApprovalRequest | None, run_id: str
+    ) -> ApprovalDecision:
         if pending is None:
             raise ApiError(409, f"run {run_id} has no pending approval")
         if control.revision is None or control.content_hash is None:
@@ -359,17 +391,11 @@ def create_app(
             content_hash=control.content_hash, destination=pending.destination, scope=pending.scope,
             reason=control.reason,
         )  # fmt: skip
-        decision = unsigned.model_copy(
+        mismatch = binding_mismatch(pending, unsigned)
+        if mismatch is not None:
+            raise ApiError(409, f"refused: {mismatch}")
+        return unsigned.model_copy(
             update={"signature": sign(unsigned, approver.secret.get_secret_value())}
         )
-        try:
-            result: DecisionResult = await handle.execute_update(
-                "decide_approval", decision, result_type=DecisionResult
-            )
-        except WorkflowUpdateFailedError as err:
-            raise ApiError(409, f"refused: {err.cause}") from err
-        if not result.accepted:
-            raise ApiError(409, f"refused: {result.message}")
-        return ControlResult(accepted=True, message=result.message, input_id=input_id)
 
     return app

@@ -38,11 +38,7 @@ class Match(BaseModel):
     source: str | None = None
     subject: str | None = None
 
-    def matches(self, envelope: AgentInput) -> bool:
-        values = {
-            "kind": envelope.kind.value, "type": envelope.type,
-            "source": envelope.source, "subject": envelope.subject,
-        }  # fmt: skip
+    def matches(self, values: dict[str, str]) -> bool:
         for name, pattern in self.model_dump(exclude_none=True).items():
             if not fnmatchcase(values[name], pattern):
                 return False
@@ -73,8 +69,15 @@ class ActivationPolicy(BaseModel):
     default: Disposition = Disposition.PROJECT
 
     def decide(self, envelope: AgentInput) -> Rule:
+        return self.decide_for(
+            envelope.kind.value, envelope.type, envelope.source, envelope.subject
+        )
+
+    def decide_for(self, kind: str, type_: str, source: str, subject: str) -> Rule:
+        """The first matching rule for a stored input's fields, else the default."""
+        values = {"kind": kind, "type": type_, "source": source, "subject": subject}
         for rule in self.rules:
-            if rule.match.matches(envelope):
+            if rule.match.matches(values):
                 return rule
         return Rule(action=self.default, agent=None)
 

@@ -15,7 +15,6 @@ import asyncio
 import hashlib
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,15 +32,8 @@ from contracts.run import ActivityTimeouts
 from contracts.status import RunStatus
 from definitions.notes_writer import note_effect_key
 from tests.helpers import spawn_worker, spec, start, stop_worker, write_script
-from tests.integration.test_targets import service
 
 TARGET_KINDS = ("http", "git", "directory")
-
-
-@pytest.fixture(scope="module")
-def target_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with service(tmp_path_factory.mktemp("target") / "effects.sqlite") as url:
-        yield url
 
 
 def _target_config(kind: str, tmp_path: Path, service_url: str) -> dict[str, Any]:
@@ -92,7 +84,7 @@ async def test_crash_window_leaves_exactly_one_effect(
     task_queue: str,
     migrated_database: str,
     tmp_path: Path,
-    target_service: str,
+    target_url: str,
     point: str,
     kind: str,
 ) -> None:
@@ -110,10 +102,10 @@ async def test_crash_window_leaves_exactly_one_effect(
             {"text": "{{last_tool_output}}"},
         ],
     )
-    config = _target_config(kind, tmp_path, target_service)
+    config = _target_config(kind, tmp_path, target_url)
     if kind == "http" and point == "after_send":
         fault = {"mode": "hang", "hang_s": 1.0, "times": 1, "key_prefix": key, "method": "POST"}
-        httpx2.post(f"{target_service}/faults", json=fault, timeout=5).raise_for_status()
+        httpx2.post(f"{target_url}/faults", json=fault, timeout=5).raise_for_status()
     env = {
         "GROUNDWORK_TARGETS": json.dumps({"notes": config}),
         "GROUNDWORK_CRASH_AT": point,
@@ -145,7 +137,7 @@ async def test_crash_window_leaves_exactly_one_effect(
     assert result.status is RunStatus.COMPLETED
     assert result.final_output is not None
     assert result.final_output.startswith(f"ok: effect {key} committed"), result.final_output
-    assert _effects_at_target(kind, config, target_service, key) == 1
+    assert _effects_at_target(kind, config, target_url, key) == 1
     record, events = await _ledger_state(migrated_database, key, run.run_id)
     assert record is not None
     assert record.status is EffectStatus.SUCCEEDED

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx2
@@ -20,7 +20,6 @@ from contracts.search_attributes import dev_server_args
 from contracts.status import FailureReason, RunStatus
 from definitions.notes_writer import note_effect_key
 from tests.helpers import running_worker, spec, start, write_script
-from tests.integration.test_targets import service
 from workers.binaries import temporal_binary
 
 
@@ -38,12 +37,6 @@ async def skipping_env() -> AsyncIterator[WorkflowEnvironment]:
         yield env
     finally:
         await env.shutdown()
-
-
-@pytest.fixture(scope="module")
-def target_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with service(tmp_path_factory.mktemp("svc") / "effects.sqlite") as url:
-        yield url
 
 
 async def test_unanswered_approval_expires_and_fails_the_run(

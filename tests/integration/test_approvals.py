@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +16,12 @@ from contracts.run import RunState
 from contracts.status import RunStatus, WaitingReason
 from definitions.notes_writer import note_effect_key
 from tests.helpers import running_worker, spec, start, write_script
-from tests.integration.test_targets import service
 
 EDITOR_SECRET = "editor-secret-do-not-log-7f3a"
 APPROVERS = {
     "alice": {"secret": EDITOR_SECRET, "roles": ["editor"]},
     "mallory": {"secret": "mallory-secret", "roles": ["viewer"]},
 }
-
-
-@pytest.fixture(scope="module")
-def target_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with service(tmp_path_factory.mktemp("svc") / "effects.sqlite") as url:
-        yield url
 
 
 def _commits(url: str, key: str) -> int:

@@ -6,22 +6,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from definitions.notes_writer import note_effect_key
 from tests.helpers import ROOT, running_worker, spec, start, write_script
-from tests.integration.test_targets import service
-
-
-@pytest.fixture(scope="module")
-def target_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with service(tmp_path_factory.mktemp("svc") / "effects.sqlite") as url:
-        yield url
 
 
 def gw(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +20,6 @@ from contracts.run import ActivityTimeouts, RunState
 from contracts.status import RunStatus, WaitingReason
 from definitions.notes_writer import note_effect_key
 from tests.helpers import running_worker, spec, start, write_script
-from tests.integration.test_targets import service
-
-
-@pytest.fixture(scope="module")
-def target_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with service(tmp_path_factory.mktemp("svc") / "effects.sqlite") as url:
-        yield url
 
 
 @pytest.fixture

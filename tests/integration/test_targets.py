@@ -10,13 +10,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import select
 import socket
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +34,7 @@ from adapters.targets.filesystem import DirectoryTarget
 from adapters.targets.git_repo import GitRepoTarget, git_env, init_repo, tag_name
 from adapters.targets.http import HttpTarget
 from cli.target_commands import target_app
+from tests.helpers import target_service
 
 
 def _hash(text: str) -> str:
@@ -50,36 +48,9 @@ def _key(label: str) -> str:
 # -- the HTTP service as a real process -------------------------------------------------
 
 
-@contextmanager
-def service(db: Path) -> Iterator[str]:
-    """Start `python -m adapters.targets.http_service --port 0`, yield its URL, stop it."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "adapters.targets.http_service", "--port", "0", "--db", str(db)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 10)
-        line = proc.stdout.readline() if ready else ""
-        if not line.startswith("listening on "):
-            proc.kill()
-            _, err = proc.communicate(timeout=5)
-            pytest.fail(f"target service did not start: {line!r} {err}")
-        yield line.removeprefix("listening on ").strip()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @pytest.fixture(scope="module")
 def service_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with service(tmp_path_factory.mktemp("http-target") / "target.sqlite") as url:
+    with target_service(tmp_path_factory.mktemp("http-target") / "target.sqlite") as url:
         yield url
 
 
@@ -221,11 +192,11 @@ async def test_http_unreachable_and_wrong_url(service_url: str) -> None:
 async def test_http_service_restart_keeps_commits(tmp_path: Path) -> None:
     db = tmp_path / "restart.sqlite"
     key, request_hash = _key("http-restart"), _hash("v1")
-    with service(db) as url:
+    with target_service(db) as url:
         target = HttpTarget(url)
         first = await target.execute(key, request_hash, {"n": 1})
         await target.close()
-    with service(db) as url:
+    with target_service(db) as url:
         target = HttpTarget(url)
         try:
             found = await target.reconcile(key)

@@ -23,8 +23,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.helpers import ROOT, running_worker
 from tests.integration.test_approvals import APPROVERS
-from tests.integration.test_targets import service
 
+# Generous timeouts: a control waits for the run's update, which waits for activities on a
+# loaded 2-core machine.
+http = httpx2.Client(timeout=30)
 GITHUB_SECRET = "gh-webhook-secret"
 TOKENS = {
     "tok-acme": {"tenant": "acme", "principal": "alice", "roles": ["editor"]},
@@ -70,7 +72,7 @@ class TriggerProcess:
         while time.monotonic() < deadline:
             assert self.process.poll() is None, self.log.read_text()[-2000:]
             try:
-                if httpx2.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                if http.get(f"{self.url}/healthz", timeout=1).status_code == 200:
                     return
             except httpx2.HTTPError:
                 pass
@@ -84,12 +86,6 @@ class TriggerProcess:
                 self.process.wait(15)
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
-
-
-@pytest.fixture(scope="module")
-def target_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with service(tmp_path_factory.mktemp("svc") / "effects.sqlite") as url:
-        yield url
 
 
 @pytest.fixture(scope="module")
@@ -171,13 +167,13 @@ async def _until(check: Any, within_s: float = 20) -> Any:
 
 
 def test_docs_health_and_auth(trigger: TriggerProcess) -> None:
-    assert httpx2.get(f"{trigger.url}/healthz").json() == {"status": "ok"}
-    spec = httpx2.get(f"{trigger.url}/openapi.json").json()
+    assert http.get(f"{trigger.url}/healthz").json() == {"status": "ok"}
+    spec = http.get(f"{trigger.url}/openapi.json").json()
     assert "/v1/inputs" in spec["paths"]
-    assert httpx2.get(f"{trigger.url}/docs").status_code == 200
-    assert httpx2.post(f"{trigger.url}/v1/inputs", json=_envelope()).status_code == 401
+    assert http.get(f"{trigger.url}/docs").status_code == 200
+    assert http.post(f"{trigger.url}/v1/inputs", json=_envelope()).status_code == 401
     assert (
-        httpx2.post(f"{trigger.url}/v1/inputs", json=_envelope(), headers=_auth("nope")).status_code
+        http.post(f"{trigger.url}/v1/inputs", json=_envelope(), headers=_auth("nope")).status_code
         == 401
     )
 
@@ -186,19 +182,19 @@ def test_inputs_are_durable_deduplicated_and_conflicts_refused(
     trigger: TriggerProcess, migrated_database: str
 ) -> None:
     body = _envelope()
-    first = httpx2.post(f"{trigger.url}/v1/inputs", json=body, headers=_auth())
+    first = http.post(f"{trigger.url}/v1/inputs", json=body, headers=_auth())
     assert first.status_code == 202, first.text
     input_id = first.json()["input_id"]
-    again = httpx2.post(f"{trigger.url}/v1/inputs", json=body, headers=_auth())
+    again = http.post(f"{trigger.url}/v1/inputs", json=body, headers=_auth())
     assert again.status_code == 200
     assert again.json() == {"input_id": input_id, "duplicate": True}
-    changed = httpx2.post(
+    changed = http.post(
         f"{trigger.url}/v1/inputs", json={**body, "data": {"status": "closed"}}, headers=_auth()
     )
     assert changed.status_code == 409
     assert input_id in changed.json()["error"]
     assert _count_inputs(migrated_database, body["source_event_id"]) == 1
-    record = httpx2.get(f"{trigger.url}/v1/inputs/{input_id}", headers=_auth()).json()
+    record = http.get(f"{trigger.url}/v1/inputs/{input_id}", headers=_auth()).json()
     assert record["principal"] == "alice"  # from the token, never from the payload
     assert record["tenant"] == "acme"
 
@@ -244,7 +240,7 @@ def test_bad_input_is_a_clear_4xx_and_stores_nothing(
     needle: str,
 ) -> None:
     before = _count_inputs(migrated_database)
-    response = httpx2.post(
+    response = http.post(
         f"{trigger.url}/v1/inputs", content=content, headers={**_auth(), **headers}
     )
     assert response.status_code == status, response.text
@@ -253,15 +249,15 @@ def test_bad_input_is_a_clear_4xx_and_stores_nothing(
 
 
 def test_tenants_never_see_each_other(trigger: TriggerProcess) -> None:
-    input_id = httpx2.post(f"{trigger.url}/v1/inputs", json=_envelope(), headers=_auth()).json()[
+    input_id = http.post(f"{trigger.url}/v1/inputs", json=_envelope(), headers=_auth()).json()[
         "input_id"
     ]
     assert (
-        httpx2.get(f"{trigger.url}/v1/inputs/{input_id}", headers=_auth("tok-globex")).status_code
+        http.get(f"{trigger.url}/v1/inputs/{input_id}", headers=_auth("tok-globex")).status_code
         == 404
     )
-    assert httpx2.get(f"{trigger.url}/v1/inputs/{input_id}", headers=_auth()).status_code == 200
-    assert httpx2.get(f"{trigger.url}/v1/inputs/in_nope", headers=_auth()).status_code == 404
+    assert http.get(f"{trigger.url}/v1/inputs/{input_id}", headers=_auth()).status_code == 200
+    assert http.get(f"{trigger.url}/v1/inputs/in_nope", headers=_auth()).status_code == 404
 
 
 async def test_parallel_duplicates_activate_once_and_the_run_is_readable(
@@ -272,9 +268,9 @@ async def test_parallel_duplicates_activate_once_and_the_run_is_readable(
     )
 
     async def post() -> int:
-        async with httpx2.AsyncClient() as http:
+        async with httpx2.AsyncClient() as concurrent:
             return (
-                await http.post(f"{trigger.url}/v1/inputs", json=body, headers=_auth(), timeout=30)
+                await concurrent.post(f"{trigger.url}/v1/inputs", json=body, headers=_auth(), timeout=30)
             ).status_code
 
     statuses = await asyncio.gather(*[post() for _ in range(200)])
@@ -284,12 +280,12 @@ async def test_parallel_duplicates_activate_once_and_the_run_is_readable(
     async with running_worker(client, trigger_env["GROUNDWORK_TASK_QUEUE"], migrated_database):
         input_id = (
             await asyncio.to_thread(
-                httpx2.post, f"{trigger.url}/v1/inputs", json=body, headers=_auth()
+                http.post, f"{trigger.url}/v1/inputs", json=body, headers=_auth()
             )
         ).json()["input_id"]
         record = await _until(
             lambda: (
-                (r := httpx2.get(f"{trigger.url}/v1/inputs/{input_id}", headers=_auth()).json())[
+                (r := http.get(f"{trigger.url}/v1/inputs/{input_id}", headers=_auth()).json())[
                     "disposition"
                 ]
                 == "ACTIVATE"
@@ -299,7 +295,7 @@ async def test_parallel_duplicates_activate_once_and_the_run_is_readable(
         run_id = record["activation_refs"][0]["run_id"]
         run = await _until(
             lambda: (
-                (r := httpx2.get(f"{trigger.url}/v1/runs/{run_id}", headers=_auth()).json()).get(
+                (r := http.get(f"{trigger.url}/v1/runs/{run_id}", headers=_auth()).json()).get(
                     "status"
                 )
                 == "Completed"
@@ -309,7 +305,7 @@ async def test_parallel_duplicates_activate_once_and_the_run_is_readable(
     assert run["tenant"] == "acme"
     assert len(record["activation_refs"]) == 1
     assert (
-        httpx2.get(f"{trigger.url}/v1/runs/{run_id}", headers=_auth("tok-globex")).status_code
+        http.get(f"{trigger.url}/v1/runs/{run_id}", headers=_auth("tok-globex")).status_code
         == 404
     )
     listed = [w async for w in client.list_workflows(f'WorkflowId = "run-{run_id}"')]
@@ -326,12 +322,12 @@ async def test_approval_over_http_is_signed_for_the_caller(
     ):  # fmt: skip
         input_id = (
             await asyncio.to_thread(
-                httpx2.post, f"{trigger.url}/v1/inputs", json=body, headers=_auth()
+                http.post, f"{trigger.url}/v1/inputs", json=body, headers=_auth()
             )
         ).json()["input_id"]
         record = await _until(
             lambda: (
-                (r := httpx2.get(f"{trigger.url}/v1/inputs/{input_id}", headers=_auth()).json())[
+                (r := http.get(f"{trigger.url}/v1/inputs/{input_id}", headers=_auth()).json())[
                     "activation_refs"
                 ]
                 and r
@@ -340,7 +336,7 @@ async def test_approval_over_http_is_signed_for_the_caller(
         run_id = record["activation_refs"][0]["run_id"]
         run = await _until(
             lambda: (
-                (r := httpx2.get(f"{trigger.url}/v1/runs/{run_id}", headers=_auth()).json()).get(
+                (r := http.get(f"{trigger.url}/v1/runs/{run_id}", headers=_auth()).json()).get(
                     "pending_approval"
                 )
                 and r
@@ -348,25 +344,27 @@ async def test_approval_over_http_is_signed_for_the_caller(
         )
         pending = run["pending_approval"]
         controls = f"{trigger.url}/v1/runs/{run_id}/controls"
+        stored_before_refusals = _count_inputs(migrated_database)
         stale = await asyncio.to_thread(
-            httpx2.post, controls, headers=_auth(),
+            http.post, controls, headers=_auth(),
             json={"action": "approve", "revision": "7", "content_hash": pending["content_hash"]},
         )  # fmt: skip
         assert stale.status_code == 409
         assert "current revision is 8" in stale.json()["error"]
         unnamed = await asyncio.to_thread(
-            httpx2.post, controls, headers=_auth(), json={"action": "approve"}
+            http.post, controls, headers=_auth(), json={"action": "approve"}
         )
         assert unnamed.status_code == 422
+        assert _count_inputs(migrated_database) == stored_before_refusals  # refused: nothing stored
         approved = await asyncio.to_thread(
-            httpx2.post, controls, headers=_auth(),
+            http.post, controls, headers=_auth(),
             json={"action": "approve", "revision": pending["revision"], "content_hash": pending["content_hash"]},
         )  # fmt: skip
         assert approved.status_code == 200, approved.text
         assert approved.json()["message"] == "approved by alice"
         done = await _until(
             lambda: (
-                (r := httpx2.get(f"{trigger.url}/v1/runs/{run_id}", headers=_auth()).json()).get(
+                (r := http.get(f"{trigger.url}/v1/runs/{run_id}", headers=_auth()).json()).get(
                     "status"
                 )
                 == "Completed"
@@ -374,10 +372,10 @@ async def test_approval_over_http_is_signed_for_the_caller(
             )
         )
     assert done["final_output"].startswith("ok: effect")
-    events = httpx2.get(f"{trigger.url}/v1/runs/{run_id}/events", headers=_auth()).json()
+    events = http.get(f"{trigger.url}/v1/runs/{run_id}/events", headers=_auth()).json()
     assert [e["type"] for e in events["events"]] == ["ApprovalApproved", "NotePublished"]
     first_cursor = events["events"][0]["cursor"]
-    page = httpx2.get(
+    page = http.get(
         f"{trigger.url}/v1/runs/{run_id}/events?after={first_cursor}", headers=_auth()
     ).json()
     assert [e["type"] for e in page["events"]] == ["NotePublished"]
@@ -417,7 +415,7 @@ async def test_crash_between_commit_and_activation_activates_once_after_restart(
     proc.start(GROUNDWORK_CRASH_AT="before_activation")
     body = _envelope(kind="command", type="lookup.requested", data={"text": "crash test"})
     try:
-        accepted = httpx2.post(f"{proc.url}/v1/inputs", json=body, headers=_auth())
+        accepted = http.post(f"{proc.url}/v1/inputs", json=body, headers=_auth())
         assert accepted.status_code == 202
         input_id = accepted.json()["input_id"]
         assert proc.process is not None
@@ -426,7 +424,7 @@ async def test_crash_between_commit_and_activation_activates_once_after_restart(
         proc.start()  # same database: the outbox row is still pending
         record = await _until(
             lambda: (
-                (r := httpx2.get(f"{proc.url}/v1/inputs/{input_id}", headers=_auth()).json())[
+                (r := http.get(f"{proc.url}/v1/inputs/{input_id}", headers=_auth()).json())[
                     "activation_refs"
                 ]
                 and r
@@ -454,7 +452,7 @@ def _github(
     signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
     headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery, "X-Hub-Signature-256": signature,
                "Content-Type": "application/json"}  # fmt: skip
-    return httpx2.post(f"{trigger.url}/v1/webhooks/github", content=body, headers=headers)
+    return http.post(f"{trigger.url}/v1/webhooks/github", content=body, headers=headers)
 
 
 def test_github_webhooks_are_verified_normalized_and_deduplicated(
@@ -477,7 +475,7 @@ def test_github_webhooks_are_verified_normalized_and_deduplicated(
     again = _github(trigger, "pull_request_review", delivery, payload)  # GitHub redelivers
     assert again.status_code == 200
     assert again.json()["input_id"] == first.json()["input_id"]
-    record = httpx2.get(
+    record = http.get(
         f"{trigger.url}/v1/inputs/{first.json()['input_id']}", headers=_auth()
     ).json()
     assert record["type"] == "github.pull_request_review.submitted"
