@@ -270,7 +270,9 @@ async def test_parallel_duplicates_activate_once_and_the_run_is_readable(
     async def post() -> int:
         async with httpx2.AsyncClient() as concurrent:
             return (
-                await concurrent.post(f"{trigger.url}/v1/inputs", json=body, headers=_auth(), timeout=30)
+                await concurrent.post(
+                    f"{trigger.url}/v1/inputs", json=body, headers=_auth(), timeout=30
+                )
             ).status_code
 
     statuses = await asyncio.gather(*[post() for _ in range(200)])
@@ -305,8 +307,7 @@ async def test_parallel_duplicates_activate_once_and_the_run_is_readable(
     assert run["tenant"] == "acme"
     assert len(record["activation_refs"]) == 1
     assert (
-        http.get(f"{trigger.url}/v1/runs/{run_id}", headers=_auth("tok-globex")).status_code
-        == 404
+        http.get(f"{trigger.url}/v1/runs/{run_id}", headers=_auth("tok-globex")).status_code == 404
     )
     listed = [w async for w in client.list_workflows(f'WorkflowId = "run-{run_id}"')]
     assert len(listed) == 1
@@ -475,9 +476,7 @@ def test_github_webhooks_are_verified_normalized_and_deduplicated(
     again = _github(trigger, "pull_request_review", delivery, payload)  # GitHub redelivers
     assert again.status_code == 200
     assert again.json()["input_id"] == first.json()["input_id"]
-    record = http.get(
-        f"{trigger.url}/v1/inputs/{first.json()['input_id']}", headers=_auth()
-    ).json()
+    record = http.get(f"{trigger.url}/v1/inputs/{first.json()['input_id']}", headers=_auth()).json()
     assert record["type"] == "github.pull_request_review.submitted"
     assert record["subject"] == "acme/docs#pr-42"
     assert record["source_event_id"] == delivery
