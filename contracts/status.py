@@ -39,6 +39,10 @@ class FailureReason(StrEnum):
     AGENT_ERROR = "agent_error"
     UNVERIFIED = "unverified"
     APPROVAL_EXPIRED = "approval_expired"
+    REJECTED = "rejected"
+    """An approver rejected what the run would have done; nothing was done."""
+    EVIDENCE_INCOMPLETE = "evidence_incomplete"
+    """A required research branch failed or timed out under the `fail` policy."""
     INTERNAL = "internal"
 
 

@@ -8,7 +8,15 @@ from typing import Any
 from agents import Agent, FunctionTool
 
 from contracts.run import EffectClass, ToolPolicy
-from definitions import filler, notes_writer, source_reader, triage, watcher
+from definitions import (
+    editor,
+    filler,
+    notes_writer,
+    repo_researcher,
+    source_reader,
+    triage,
+    watcher,
+)
 from definitions.governed import effect_of
 
 AgentFactory = Callable[[], Agent[Any]]
@@ -19,6 +27,9 @@ CATALOG: Mapping[str, AgentFactory] = {
     "triage": triage.build_agent,
     "notes-writer": notes_writer.build_agent,
     "watcher": watcher.build_agent,
+    "repo-researcher": repo_researcher.build_agent,
+    "editor": editor.build_editor,
+    "publisher": editor.build_publisher,
 }
 
 

@@ -19,9 +19,11 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from activities.approvals import ApprovalActivities
 from activities.effects import EffectActivities
 from activities.model_turn import ModelTurnActivities
+from activities.research import ResearchActivities
 from activities.tool_call import ToolCallActivities
 from activities.waits import WaitActivities
 from adapters.approvals import ApprovalStore
+from adapters.evidence import EvidenceStore
 from adapters.ledger import EffectLedger
 from adapters.models import ModelRouter
 from adapters.models.routes import ModelRouterConfig
@@ -32,6 +34,7 @@ from workers.client import connect
 from workers.relay import relay_forever
 from workers.settings import Settings
 from workflows.agent_run import AgentRunWorkflow
+from workflows.research import ResearchWorkflow
 
 log = structlog.get_logger(__name__)
 
@@ -107,10 +110,11 @@ def build_worker(client: Client, task_queue: str, deps: WorkerDeps, settings: Se
     effects = EffectActivities(deps.ledger, deps.targets)
     approvals = ApprovalActivities(ApprovalStore(deps.pool), settings.approvers)
     waits = WaitActivities(WaitStore(deps.pool))
+    research = ResearchActivities(EvidenceStore(deps.pool), deps.targets)
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[AgentRunWorkflow],
+        workflows=[AgentRunWorkflow, ResearchWorkflow],
         activities=[
             models.model_turn,
             tools.tool_call,
@@ -120,6 +124,13 @@ def build_worker(client: Client, task_queue: str, deps: WorkerDeps, settings: Se
             approvals.verify,
             waits.install,
             waits.close,
+            research.pin_sources,
+            research.seal_bundle,
+            research.load_bundle,
+            research.record_set,
+            research.record_draft,
+            research.record_event,
+            research.verify_publication,
         ],
         workflow_runner=sandbox_runner(),
         max_concurrent_activities=settings.max_concurrent_activities,

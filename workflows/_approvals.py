@@ -113,6 +113,7 @@ class ApprovalsMixin(RunBase):
                     preview=binding.preview,
                 )
                 await self._record_approval(request)
+                self._last_request = request
                 self._pending_approval = request
                 self._state.pending_approval = request
                 self._transition(

@@ -74,6 +74,22 @@ class RunBase:
     """Approvals ended without a decision: id -> (superseded|revoked, by, reason)."""
     _approval_lock: asyncio.Lock
     _delivered: dict[str, dict[int, Delivery]]
+    _last_request: ApprovalRequest | None
+    """The newest approval request asked for, whatever became of it."""
+
+    def _init_run_parts(self) -> None:
+        """The mixins' state, empty; every workflow built on RunBase calls this in __init__."""
+        self._must_fail = None
+        self._resolutions = {}
+        self._pending_approval = None
+        self._granted = None
+        self._decided = {}
+        self._latest_revision = {}
+        self._ended = {}
+        self._approval_lock = asyncio.Lock()
+        self._delivered = {}
+        self._awaiting_resolution = set()
+        self._last_request = None
 
     def _exhaust(self, message: str) -> BudgetExhaustedError:
         self._must_fail = (FailureReason.BUDGET, message)

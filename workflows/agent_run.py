@@ -20,15 +20,6 @@ with workflow.unsafe.imports_passed_through():
     from definitions.governed import effect_of
     from definitions.waits import is_wait_tool
 
-from contracts.approvals import (
-    ApprovalDecision,
-    ApprovalRequest,
-    ApprovalStatus,
-    Verdict,
-)
-from contracts.effects import (
-    ResolveEffectInput,
-)
 from contracts.model_turn import ModelTurnResult
 from contracts.run import (
     EffectClass,
@@ -39,9 +30,6 @@ from contracts.run import (
 )
 from contracts.status import FailureReason, RunStatus
 from contracts.tool_call import TOOL_CALL_ACTIVITY, ToolCallInput, ToolCallResult
-from contracts.waits import (
-    Delivery,
-)
 from workflows._effects import EffectsMixin
 from workflows._model_stub import TurnHooks, WorkflowModel, WorkflowModelProvider
 from workflows._run_base import TOOL_RETRY, RunAbortedError
@@ -61,19 +49,7 @@ class AgentRunWorkflow(EffectsMixin, WaitsMixin):
             budgets=spec.budgets,
         )
         self._current_agent = spec.release.agent
-        self._must_fail: tuple[FailureReason, str] | None = None
-        """Set where the run must end FAILED from inside the SDK's loop, which may wrap our
-        exception (a tool's error becomes a UserError); run() honours it whatever surfaces."""
-        self._resolutions: dict[str, ResolveEffectInput] = {}
-        self._pending_approval: ApprovalRequest | None = None
-        self._granted: ApprovalDecision | None = None
-        self._decided: dict[str, Verdict] = {}
-        self._latest_revision: dict[str, str] = {}
-        self._ended: dict[str, tuple[ApprovalStatus, str, str]] = {}
-        """Approvals ended without a decision: id -> (superseded|revoked, by, reason)."""
-        self._approval_lock = asyncio.Lock()
-        self._delivered: dict[str, dict[int, Delivery]] = {}
-        self._awaiting_resolution: set[str] = set()
+        self._init_run_parts()
 
     @workflow.query
     def get_state(self) -> RunState:

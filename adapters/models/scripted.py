@@ -29,6 +29,8 @@ from contracts.hashing import canonical_json, content_hash
 
 _TURN_ID = re.compile(r"scripted-t(\d+)")
 _PLACEHOLDER = re.compile(r"\{\{(last_tool_output|tool_output:(\d+))\}\}")
+_INPUT_FIELD = re.compile(r"\{\{input:([A-Za-z0-9_\-]+)\}\}")
+_INPUT_LINES = re.compile(r"\{\{input_lines:([^}]*)\}\}")
 _MAX_PLACEHOLDER_LINES = 40
 
 
@@ -40,7 +42,13 @@ class ScriptedToolCall(BaseModel):
 
 
 class ScriptedTurn(BaseModel):
-    """One model answer: tool calls, or a final text (with {{tool_output:N}} placeholders)."""
+    """One model answer: tool calls, or a final text.
+
+    Text may hold `{{tool_output:N}}` / `{{last_tool_output}}`; text and string arguments
+    may hold `{{input:KEY}}` (the value of a `KEY: value` line of the task) and text
+    `{{input_lines:PREFIX}}` (the task's lines starting with PREFIX). So one script serves
+    every branch of a fan-out, each with its own task.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -139,7 +147,9 @@ class ScriptedModel(Model):
                     id=f"fc-scripted-t{index}-{n}",
                     call_id=f"call-scripted-t{index}-{n}",
                     name=call.name,
-                    arguments=json.dumps(call.arguments, sort_keys=True),
+                    arguments=json.dumps(
+                        _fill_arguments(call.arguments, _task_text(items)), sort_keys=True
+                    ),
                     status="completed",
                 )
             )
@@ -185,7 +195,12 @@ class ScriptedModel(Model):
             n = int(match.group(2))
             return _clip(outputs[n]) if n < len(outputs) else ""
 
-        return _PLACEHOLDER.sub(replace, text)
+        task = _task_text(items)
+        text = _INPUT_LINES.sub(
+            lambda m: "\n".join(line for line in task.splitlines() if line.startswith(m.group(1))),
+            text,
+        )
+        return _fill_fields(_PLACEHOLDER.sub(replace, text), task)
 
     def _log_call(self, index: int, items: list[Any]) -> None:
         if self._call_log is None:
@@ -202,6 +217,39 @@ class ScriptedModel(Model):
         raise NotImplementedError(
             "the scripted model does not stream; Groundwork runs use get_response"
         )
+
+
+def _task_text(items: list[Any]) -> str:
+    """The run's task: the first user message's text."""
+    for item in items:
+        if isinstance(item, dict) and item.get("role") == "user":
+            content = item.get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, list):
+                return "\n".join(
+                    str(part.get("text", "")) for part in content if isinstance(part, dict)
+                )
+    return ""
+
+
+def _fill_fields(text: str, task: str) -> str:
+    fields: dict[str, str] = {}
+    for line in task.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() and key.strip() not in fields:
+            fields[key.strip()] = value.strip()
+    return _INPUT_FIELD.sub(lambda m: fields.get(m.group(1), ""), text)
+
+
+def _fill_arguments(value: Any, task: str) -> Any:
+    if isinstance(value, str):
+        return _fill_fields(value, task)
+    if isinstance(value, dict):
+        return {k: _fill_arguments(v, task) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill_arguments(v, task) for v in value]
+    return value
 
 
 class ScriptExhaustedError(RuntimeError):

@@ -323,6 +323,13 @@ class GitRepoTarget(EffectTarget):
                 f"{record.get('request_hash')}, not {request_hash}"
             )
 
+    async def read_published(self, commit: str, path: str) -> str | None:
+        """The file as committed at `commit` (filters applied on add included), or None."""
+        try:
+            return await self._git("show", f"{commit}:{path}")
+        except GitError:
+            return None
+
     async def reconcile(self, effect_key: str) -> Reconciliation:
         tag = tag_name(effect_key)
         try:
