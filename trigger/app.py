@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import json
 from collections.abc import AsyncIterator
@@ -96,6 +97,11 @@ def create_app(
         state["waits"] = WaitStore(pool)
         state["ledger"] = EffectLedger(pool)
         activator = Activator(state["inputs"], state["waits"], temporal, policy, task_queue)
+        # Everything alive now (imports, the app, the pool) lives as long as the process: keep
+        # it out of the cyclic GC. Measured: without this a full collection walked ~235k
+        # startup objects every ~0.6 s under load, stalling every request for ~75 ms.
+        gc.collect()
+        gc.freeze()
         task = (
             asyncio.create_task(activator.forever(settings.activation_interval_s))
             if run_activator
