@@ -105,5 +105,26 @@ class InputLog:
             ("failed" if error else "done", error, cursor),
         )
 
+    async def settle_many(
+        self,
+        conn: AsyncConnection[Any],
+        outcomes: list[tuple[int, Disposition, list[dict[str, Any]], str | None]],
+    ) -> None:
+        """`settle` for a batch of (cursor, disposition, refs, error) in one statement."""
+        if not outcomes:
+            return
+        await conn.execute(
+            "WITH v AS (SELECT * FROM unnest(%s::bigint[], %s::text[], %s::jsonb[], %s::text[])"
+            " AS v(id, disposition, refs, error)),"
+            " i AS (UPDATE inputs SET disposition = v.disposition, activation_refs = v.refs"
+            " FROM v WHERE inputs.input_id = v.id)"
+            " UPDATE activation_outbox o SET status = CASE WHEN v.error IS NULL THEN 'done' ELSE 'failed' END,"
+            " attempts = o.attempts + 1, last_error = v.error, updated_at = now() FROM v WHERE o.input_id = v.id",
+            (
+                [o[0] for o in outcomes], [o[1].value for o in outcomes],
+                [Jsonb(o[2]) for o in outcomes], [o[3] for o in outcomes],
+            ),
+        )  # fmt: skip
+
     def pool(self) -> AsyncConnectionPool:
         return self._pool

@@ -1,10 +1,13 @@
-"""`groundwork run start | show | cancel`."""
+"""`groundwork run start | show | cancel | events`."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
+from typing import Any
 
+import httpx2
 import typer
 from pydantic import ValidationError
 from rich.table import Table
@@ -14,6 +17,7 @@ from ulid import ULID
 
 from cli._common import console, endpoints, fail, settings
 from cli.progress import final_state, follow, status_style
+from cli.trigger_client import TriggerClient, endpoint, unreachable
 from contracts.run import RunSpec, workflow_id_for
 from workers.client import connect
 from workers.run_client import start_run
@@ -194,3 +198,65 @@ def cancel(run_id: str = typer.Argument(...)) -> None:
         console.print(f"cancellation requested for run {run_id}")
 
     asyncio.run(go())
+
+
+def _event_line(event: dict[str, Any]) -> str:
+    key = f" {event['effect_key']}" if event.get("effect_key") else ""
+    data = json.dumps(event.get("data") or {}, sort_keys=True)
+    return f"{event['cursor']:>6} {event['at']} {event['type']}{key} {data}"
+
+
+@run_app.command("events")
+def events(
+    run_id: str = typer.Argument(..., help="The run id (without the run- prefix)."),
+    after: int = typer.Option(0, "--after", help="Only events after this cursor."),
+    follow: bool = typer.Option(
+        False, "--follow", "-f", help="Stream new events until the run ends (SSE, resumes)."
+    ),
+    retry_for_s: float = typer.Option(
+        60.0, "--retry-for-s", help="With --follow: how long to keep reconnecting."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per event."),
+) -> None:
+    """A run's events through the trigger service (GET /v1/runs/{id}/events); with --follow a
+    live stream that reconnects after a drop and resumes after the last event seen."""
+    config = settings("WARNING")
+    client = TriggerClient(endpoint(config))
+    path = f"/v1/runs/{run_id}/events"
+
+    def emit(event: dict[str, Any]) -> None:
+        typer.echo(json.dumps(event, sort_keys=True) if as_json else _event_line(event))
+
+    try:
+        if not follow:
+            cursor = after
+            while True:
+                page = client.request("GET", path, params={"after": cursor, "limit": 1000}).json()
+                for event in page["events"]:
+                    emit(event)
+                if not page["events"]:
+                    return
+                cursor = page["next_cursor"]
+        last: int | None = None
+        failing_since: float | None = None
+        backoff = 0.2
+        while True:
+            try:
+                for event_id, kind, data in client.stream_events(path, last, after):
+                    failing_since, backoff = None, 0.2
+                    if kind == "end":
+                        return
+                    if event_id is not None and last is not None and event_id <= last:
+                        continue  # never print an event twice
+                    emit(data)
+                    if event_id is not None:
+                        last = event_id
+            except httpx2.HTTPError as err:
+                now = time.monotonic()
+                failing_since = failing_since or now
+                if now - failing_since > retry_for_s:
+                    unreachable(client.where, err)
+            time.sleep(backoff)  # dropped (or closed early): reconnect after the last event
+            backoff = min(backoff * 2, 2.0)
+    finally:
+        client.close()

@@ -54,15 +54,15 @@ class Activator:
             rows = await self._inputs.pending(conn, limit)
             if os.environ.get("GROUNDWORK_CRASH_AT") == "before_activation" and rows:
                 os.kill(os.getpid(), signal.SIGKILL)  # fault injection for the outbox test
+            outcomes: list[tuple[int, Disposition, list[dict[str, Any]], str | None]] = []
             for row in rows:
                 try:
                     disposition, refs = await self._activate(row)
-                    await self._inputs.settle(conn, row["cursor"], disposition, refs)
+                    outcomes.append((row["cursor"], disposition, refs, None))
                 except Exception as err:  # one bad input must not block the others
                     log.warning("activation_failed", input_id=row["public_id"], error=str(err))
-                    await self._inputs.settle(
-                        conn, row["cursor"], Disposition.PENDING, [], error=str(err)
-                    )
+                    outcomes.append((row["cursor"], Disposition.PENDING, [], str(err)))
+            await self._inputs.settle_many(conn, outcomes)  # one statement for the batch
             return len(rows)
 
     async def _activate(self, row: dict[str, Any]) -> tuple[Disposition, list[dict[str, Any]]]:

