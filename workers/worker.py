@@ -1,4 +1,5 @@
-"""The Groundwork worker: AgentRunWorkflow plus the model-turn and tool-call activities."""
+"""The Groundwork worker: AgentRunWorkflow and SessionWorkflow, plus the model-turn and
+tool-call activities."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from workers.client import connect
 from workers.relay import relay_forever
 from workers.settings import Settings
 from workflows.agent_run import AgentRunWorkflow
+from workflows.session import SessionWorkflow
 
 log = structlog.get_logger(__name__)
 
@@ -110,7 +112,7 @@ def build_worker(client: Client, task_queue: str, deps: WorkerDeps, settings: Se
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[AgentRunWorkflow],
+        workflows=[AgentRunWorkflow, SessionWorkflow],
         activities=[
             models.model_turn,
             tools.tool_call,
