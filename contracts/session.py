@@ -77,6 +77,8 @@ class InputState(StrEnum):
     """Injected into `run_id` before its model turn `step`."""
     DUPLICATE_RUN = "duplicate_run"
     """A run with its run id already existed (a redelivery after the session forgot it)."""
+    UNKNOWN = "unknown"
+    """The session has not seen it (yet), or forgot it after continue-as-new."""
 
 
 class SessionInputStatus(BaseModel):

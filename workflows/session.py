@@ -55,8 +55,6 @@ from contracts.session import (
 )
 from contracts.status import RunStatus
 
-_UNKNOWN_INPUT = "unknown"
-
 
 @workflow.defn(name="Session")
 class SessionWorkflow:
@@ -119,9 +117,8 @@ class SessionWorkflow:
         return SessionInputStatus(
             input_id=input_id,
             mode=SessionMode.ENQUEUE,
-            state=InputState.QUEUED,
+            state=InputState.UNKNOWN,
             run_id="",
-            note=_UNKNOWN_INPUT,
         )
 
     # -- the loop -------------------------------------------------------------------------

@@ -48,6 +48,10 @@ rules:
     action: ENQUEUE
     agent: source-reader
     model_route: scripted:session-slow
+  - match: {kind: command, type: "work.slow_final"}
+    action: ENQUEUE
+    agent: source-reader
+    model_route: scripted:session-slow-final
   - match: {kind: command, type: "work.quick"}
     action: ENQUEUE
     agent: source-reader
@@ -85,6 +89,8 @@ SCRIPTS = {
         ]
     },
     "session-quick": {"turns": [{"text": "quick done"}]},
+    # One slow turn that is also the last: a steer arriving during it finds no next turn.
+    "session-slow-final": {"turns": [{"delay_s": SLOW_TURN_S, "text": "final answer"}]},
 }
 
 
@@ -383,6 +389,39 @@ async def test_steer_reaches_the_active_run_before_its_next_turn(
     assert lone_record["session"]["note"] == "queued: no active run to steer"
     await _replays(client, session_workflow_id("acme", session))
     await _replays(client, workflow_id_for(run_a))
+
+
+async def test_a_steer_the_run_cannot_take_runs_next_as_its_own_run(
+    trigger: TriggerProcess, worker: Path, client: Client
+) -> None:
+    session = f"ses-{uuid.uuid4().hex[:10]}"
+    a = await _post(trigger, _command(session, "work.slow_final", "one last turn"))
+    run_a = await _run_of(trigger, a)
+    await _active_run(trigger, session, run_a)
+    queued = await _post(trigger, _command(session, "work.quick", "queued before the steer"))
+    steer = await _post(trigger, _command(session, "work.steer", "too late for A"))
+    run_s, run_q = f"run-of-{steer}", f"run-of-{queued}"
+
+    closed_a = await _run_closed(client, run_a)
+    closed_s = await _run_closed(client, run_s)
+    closed_q = await _run_closed(client, run_q)
+    assert closed_a.status is WorkflowExecutionStatus.COMPLETED
+    assert closed_s.status is WorkflowExecutionStatus.COMPLETED
+    # The unapplied steer runs right after A, ahead of what was queued before it.
+    assert closed_s.start_time >= closed_a.close_time
+    assert closed_q.start_time >= closed_s.close_time
+    run_state = (await _get(trigger, f"/v1/runs/{run_a}")).json()
+    assert run_state["steered"] == []
+    record = await _input(trigger, steer)
+    assert record["session"]["note"] == f"queued: {run_a} ended (Completed) before applying it"
+    assert record["run_refs"] == [run_s]
+    final = await _until(
+        lambda: _session_with(trigger, session, completed=3), what="three runs ended"
+    )
+    assert [r["run_id"] for r in final["completed"]] == [run_a, run_s, run_q]
+    assert final["completed"][0]["steers"] == [steer]
+    assert (await _get(trigger, "/v1/sessions/no-such-session")).status_code == 404
+    await _replays(client, session_workflow_id("acme", session))
 
 
 async def test_a_session_continues_as_new_carrying_its_queue(
