@@ -280,7 +280,7 @@ def create_app(
                 record.run_refs = [status.run_id]
         return record
 
-    @app.get("/v1/sessions/{session_id}", response_model=SessionState)
+    @app.get("/v1/sessions/{session_id:path}", response_model=SessionState)
     async def get_session(session_id: str, request: Request) -> SessionState:
         """A session's active run, queue and recent runs. The workflow id is derived from the
         caller's tenant, so another tenant's session of the same name is never reached."""
