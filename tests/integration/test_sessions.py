@@ -532,6 +532,16 @@ async def test_a_session_continues_as_new_carrying_its_queue(
     assert again.runs_started == 3
     first = await latest.query("get_input", commands[0].input_id, result_type=SessionInputStatus)
     assert first.state is InputState.ENDED
+    # A command the session forgot (another input id) whose run already exists starts nothing.
+    forgotten = commands[0].model_copy(update={"input_id": f"in_forgotten_{uuid.uuid4().hex[:8]}"})
+    await latest.signal(COMMAND_SIGNAL, forgotten)
+
+    async def refused() -> SessionInputStatus | None:
+        status = await latest.query("get_input", forgotten.input_id, result_type=SessionInputStatus)
+        return status if status.state is InputState.DUPLICATE_RUN else None
+
+    assert (await _until(refused, what="duplicate run refused")).run_id == commands[0].spec.run_id
+    assert (await latest.query("get_state", result_type=SessionState)).runs_started == 3
     await _replays(client, workflow_id)
 
 
