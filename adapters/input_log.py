@@ -85,7 +85,7 @@ class InputLog:
         cur = conn.cursor(row_factory=dict_row)
         await cur.execute(
             "SELECT i.input_id AS cursor, i.public_id, i.tenant, i.kind, i.type, i.source, i.subject, i.target,"
-            " i.principal, i.data, i.logged_at FROM activation_outbox o JOIN inputs i ON i.input_id = o.input_id"
+            " i.principal, i.trust, i.data, i.logged_at FROM activation_outbox o JOIN inputs i ON i.input_id = o.input_id"
             " WHERE o.status = 'pending' ORDER BY o.created_at LIMIT %s FOR UPDATE OF o SKIP LOCKED",
             (limit,),
         )

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contracts.session import SessionInputStatus
+
 SCHEMA_VERSION = "agent-input/1"
 
 
@@ -51,7 +53,10 @@ class AgentInput(BaseModel):
     source: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:/\-]+$")
     subject: str = Field(min_length=1, max_length=256)
     target: str | None = Field(
-        default=None, max_length=256, description="A run id, session id or agent."
+        default=None,
+        max_length=256,
+        description="A run id, session id or agent; ENQUEUE, STEER and INTERRUPT use it as "
+        "the session id (the subject when absent).",
     )
     occurred_at: datetime | None = None
     correlation_id: str | None = Field(default=None, max_length=128)
@@ -89,5 +94,10 @@ class InputRecord(BaseModel):
     trust: str
     disposition: Disposition
     activation_refs: list[dict[str, Any]]
+    """What activation did: the run it started, the session it went to, the deliveries."""
+    run_refs: list[str] = Field(default_factory=list)
+    """Run ids this input started or steered (a session input's as its session reports it)."""
+    session: SessionInputStatus | None = None
+    """For ENQUEUE / STEER / INTERRUPT: where the input is in its session, live."""
     data: dict[str, Any]
     logged_at: datetime

@@ -159,6 +159,8 @@ class RunState(BaseModel):
     """The newest input this run has consumed; its next wait matches only later inputs."""
     pending_approval: ApprovalRequest | None = None
     """The approval the run waits for, exactly as an approver must sign it."""
+    steered: list[str] = Field(default_factory=list)
+    """Input ids of the steers injected into the transcript, in order."""
 
 
 class RunResult(BaseModel):

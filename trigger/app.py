@@ -41,6 +41,7 @@ from contracts.effects import EffectResolution, ResolveEffectInput
 from contracts.inputs import AgentInput, Caller, InputAccepted, InputKind, InputRecord
 from contracts.run import RunState, workflow_id_for
 from contracts.search_attributes import GW_AGENT, GW_STATUS, GW_TENANT
+from contracts.session import SessionInputStatus, SessionState, session_workflow_id
 from contracts.status import RunStatus
 from trigger import github
 from trigger.activation import Activator
@@ -327,7 +328,42 @@ def create_app(
         record: InputRecord | None = await state["inputs"].get(input_id, caller.tenant)
         if record is None:
             raise ApiError(404, f"no input {input_id!r}")
+        record.run_refs = [r["run_id"] for r in record.activation_refs if r.get("run_id")]
+        session_ref = next(
+            (r for r in record.activation_refs if r.get("session_workflow_id")), None
+        )
+        if session_ref is not None:
+            handle = temporal.get_workflow_handle(session_ref["session_workflow_id"])
+            status: SessionInputStatus | None
+            try:
+                status = await handle.query(
+                    "get_input", input_id, result_type=SessionInputStatus,
+                    rpc_timeout=timedelta(seconds=3),
+                )  # fmt: skip
+            except (RPCError, WorkflowQueryFailedError):
+                status = None  # no worker answers: the stored refs stand
+            if status is not None and status.run_id:
+                record.session = status
+                record.run_refs = [status.run_id]
         return record
+
+    @app.get("/v1/sessions/{session_id:path}", response_model=SessionState)
+    async def get_session(session_id: str, request: Request) -> SessionState:
+        """A session's active run, queue and recent runs. The workflow id is derived from the
+        caller's tenant, so another tenant's session of the same name is never reached."""
+        caller = authenticate(request)
+        handle = temporal.get_workflow_handle(session_workflow_id(caller.tenant, session_id))
+        try:
+            session: SessionState = await handle.query(
+                "get_state", result_type=SessionState, rpc_timeout=timedelta(seconds=5)
+            )
+        except RPCError as err:
+            if err.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
+                raise ApiError(404, f"no session {session_id!r}") from err
+            raise ApiError(503, f"Temporal unavailable: {err.message}") from err
+        except WorkflowQueryFailedError as err:
+            raise ApiError(503, f"session {session_id!r} did not answer: {err}") from err
+        return session
 
     @app.get("/v1/runs/{run_id}", response_model=RunState)
     async def get_run(run_id: str, request: Request) -> RunState:

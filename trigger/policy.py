@@ -6,13 +6,27 @@ rules:
     action: ACTIVATE
     agent: source-reader
     model_route: scripted:source-reader-demo
+  - match: {kind: command, type: "chat.message"}
+    action: ENQUEUE                                   # the session runs it after what is queued
+    agent: source-reader
+  - match: {kind: command, type: "chat.stop_and_do"}
+    action: INTERRUPT                                 # cancel the session's active run, run next
+    agent: source-reader
+  - match: {kind: command, type: "chat.correction"}
+    action: STEER                                     # into the active run, else queued
+    agent: source-reader
   - match: {kind: event}
     action: RESUME                                    # deliver to waiting runs' subscriptions
 default: PROJECT                                      # record only
 ```
-First matching rule wins. ENQUEUE, STEER and INTERRUPT need session workflows and FORK a
-runtime that can fork; a policy naming them is accepted, and inputs it maps there are
-answered 501 (nothing stored) until those land.
+First matching rule wins. ACTIVATE, ENQUEUE, STEER and INTERRUPT start runs and name the
+agent (and optionally the model route) to run.
+
+ENQUEUE, STEER and INTERRUPT go to the input's session: its `target` when the envelope
+has one, else its `subject`. One SessionWorkflow per (tenant, session id) serializes the
+session's runs (workflows/session.py). ACTIVATE starts a run of its own, outside any
+session's order. FORK needs a runtime that can fork; a policy naming it is accepted, and
+inputs it maps there are answered 501 (nothing stored).
 """
 
 from __future__ import annotations
@@ -25,9 +39,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from contracts.inputs import AgentInput, Disposition
 
-NOT_YET = frozenset(
-    {Disposition.ENQUEUE, Disposition.STEER, Disposition.INTERRUPT, Disposition.FORK}
-)
+NOT_YET = frozenset({Disposition.FORK})
+SESSION_ACTIONS = frozenset({Disposition.ENQUEUE, Disposition.STEER, Disposition.INTERRUPT})
+RUN_ACTIONS = frozenset({Disposition.ACTIVATE, *SESSION_ACTIONS})
+
+
+def session_of(target: str | None, subject: str) -> str:
+    """The session an input belongs to: its `target` when given, else its `subject`."""
+    return target or subject
 
 
 class Match(BaseModel):
@@ -55,8 +74,8 @@ class Rule(BaseModel):
 
     @model_validator(mode="after")
     def _activate_names_an_agent(self) -> Rule:
-        if self.action is Disposition.ACTIVATE and not self.agent:
-            raise ValueError("an ACTIVATE rule needs `agent`")
+        if self.action in RUN_ACTIONS and not self.agent:
+            raise ValueError(f"an {self.action.value} rule needs `agent`")
         if self.action is Disposition.PENDING:
             raise ValueError("`pending` is not an action")
         return self

@@ -1,4 +1,5 @@
-"""The Groundwork worker: AgentRunWorkflow plus the model-turn and tool-call activities."""
+"""The Groundwork worker: AgentRunWorkflow and SessionWorkflow, plus the model-turn and
+tool-call activities."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from workers.relay import relay_forever
 from workers.settings import Settings
 from workflows.agent_run import AgentRunWorkflow
 from workflows.research import ResearchWorkflow
+from workflows.session import SessionWorkflow
 
 log = structlog.get_logger(__name__)
 
@@ -114,7 +116,7 @@ def build_worker(client: Client, task_queue: str, deps: WorkerDeps, settings: Se
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[AgentRunWorkflow, ResearchWorkflow],
+        workflows=[AgentRunWorkflow, ResearchWorkflow, SessionWorkflow],
         activities=[
             models.model_turn,
             tools.tool_call,

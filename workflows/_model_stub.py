@@ -6,7 +6,7 @@ new since then, so a turn's history cost does not grow with the transcript.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -116,15 +116,42 @@ def _tool_specs(tools: list[Tool]) -> list[FunctionToolSpec]:
 
 
 class TurnHooks:
-    """What the workflow does around each turn: budget checks before, accounting after."""
+    """What the workflow does around each turn: budget checks before, accounting after, and
+    (optionally) user messages to inject before the turn (steering)."""
 
     def __init__(
         self,
         before: Callable[[], int],
         after: Callable[[ModelTurnResult], None],
+        inject: Callable[[int], Awaitable[list[dict[str, Any]]]] | None = None,
     ) -> None:
         self.before = before
         self.after = after
+        self.inject = inject
+
+
+def with_injected(
+    items: list[dict[str, Any]], injected: list[tuple[int, dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The SDK's items with each injected item placed before the SDK item it preceded.
+
+    An injected item is recorded with the number of SDK items there were when it came; the
+    SDK's input only grows at the end, so every later turn sees the same prefix (and the
+    transcript-by-reference split keeps working). If a handoff's input filter shortens the
+    SDK's list, the injected items still come, after what is left.
+    """
+    merged: list[dict[str, Any]] = []
+    pending = iter(injected)
+    upcoming = next(pending, None)
+    for index, item in enumerate(items):
+        while upcoming is not None and upcoming[0] <= index:
+            merged.append(upcoming[1])
+            upcoming = next(pending, None)
+        merged.append(item)
+    while upcoming is not None:
+        merged.append(upcoming[1])
+        upcoming = next(pending, None)
+    return merged
 
 
 class WorkflowModel(Model):
@@ -148,6 +175,7 @@ class WorkflowModel(Model):
         self._heartbeat = heartbeat
         self._stored_ref: str | None = None
         self._stored_hashes: list[str] = []
+        self._injected: list[tuple[int, dict[str, Any]]] = []
 
     def _split(self, hashes: list[str]) -> tuple[str | None, int]:
         """The stored ref to build on and how many leading items it already holds."""
@@ -173,6 +201,13 @@ class WorkflowModel(Model):
         step = self._hooks.before()
         raw = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
         items = [plain_item(item) for item in raw]
+        if self._hooks.inject is not None:
+            # The hook suspends only when it has something to inject (it acknowledges each
+            # steer), so runs never steered issue exactly the commands they always did.
+            for extra in await self._hooks.inject(step):
+                self._injected.append((len(items), extra))
+        if self._injected:
+            items = with_injected(items, self._injected)
         hashes = [content_hash(item) for item in items]
         parent_ref, known = self._split(hashes)
         turn = ModelTurnInput(

@@ -28,6 +28,7 @@ from contracts.run import (
     RunState,
     workflow_id_for,
 )
+from contracts.session import STEER_APPLIED_SIGNAL, STEER_SIGNAL, SteerApplied, SteerInput
 from contracts.status import FailureReason, RunStatus
 from contracts.tool_call import TOOL_CALL_ACTIVITY, ToolCallInput, ToolCallResult
 from workflows._effects import EffectsMixin
@@ -50,10 +51,25 @@ class AgentRunWorkflow(EffectsMixin, WaitsMixin):
         )
         self._current_agent = spec.release.agent
         self._init_run_parts()
+        self._steers: list[SteerInput] = []
+        """Steers received and not yet injected; see `_take_steers`."""
+        self._steers_seen: set[str] = set()
 
     @workflow.query
     def get_state(self) -> RunState:
         return self._state
+
+    @workflow.signal(name=STEER_SIGNAL)
+    def steer(self, steer: SteerInput) -> None:
+        """Text for the model, injected as a user message before the next model turn."""
+        if steer.input_id in self._steers_seen:
+            return
+        self._steers_seen.add(steer.input_id)
+        if self._state.status.is_terminal:
+            self._event("SteerIgnored", input_id=steer.input_id, reason="run has ended")
+            return
+        self._steers.append(steer)
+        self._event("SteerReceived", input_id=steer.input_id, principal=steer.principal)
 
     @workflow.run
     async def run(self, spec: RunSpec) -> RunResult:
@@ -72,7 +88,11 @@ class AgentRunWorkflow(EffectsMixin, WaitsMixin):
             run_id=spec.run_id,
             route=spec.release.model_route,
             agent_name=lambda: self._current_agent,
-            hooks=TurnHooks(before=self._before_model_turn, after=self._after_model_turn),
+            hooks=TurnHooks(
+                before=self._before_model_turn,
+                after=self._after_model_turn,
+                inject=self._take_steers,
+            ),
             task_queue=spec.model_task_queue,
             timeout=timedelta(seconds=spec.timeouts.model_turn_s),
             heartbeat=timedelta(seconds=spec.timeouts.heartbeat_s),
@@ -125,6 +145,34 @@ class AgentRunWorkflow(EffectsMixin, WaitsMixin):
         usage.steps += 1
         self._state.step = usage.steps
         return usage.steps
+
+    async def _take_steers(self, step: int) -> list[dict[str, Any]]:
+        """The steers that arrived since the last turn, as user messages for turn `step`.
+
+        Each becomes part of the transcript the model sees from this turn on; the session
+        that sent it is told (and the signal awaited) before the turn is scheduled, so the
+        session knows it was applied before it can see this run end.
+        """
+        if not self._steers:
+            return []
+        taken, self._steers = self._steers, []
+        for steer in taken:
+            self._state.steered.append(steer.input_id)
+            self._event("SteerApplied", input_id=steer.input_id, step=step)
+        for steer in taken:
+            if steer.reply_to is None:
+                continue
+            try:
+                await workflow.get_external_workflow_handle(steer.reply_to).signal(
+                    STEER_APPLIED_SIGNAL,
+                    SteerApplied(input_id=steer.input_id, run_id=self._spec.run_id, step=step),
+                )
+            except Exception as err:  # the session is gone; the steer is applied all the same
+                workflow.logger.warning(
+                    "steer acknowledgement failed",
+                    extra={"run_id": self._spec.run_id, "error": str(err)},
+                )
+        return [{"role": "user", "content": steer.text} for steer in taken]
 
     def _after_model_turn(self, result: ModelTurnResult) -> None:
         usage = self._state.usage

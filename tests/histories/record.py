@@ -5,6 +5,9 @@ Needs a running stack whose worker has a "notes" target and an approver "alice",
   export GROUNDWORK_TARGETS='{"notes": {"kind": "git", "path": ".groundwork/docs-site"}}'
   groundwork up --detach && python -m tests.histories.record
 
+Session histories (and the steered run) come from `GROUNDWORK_RECORD_HISTORIES=tests/histories
+pytest tests/integration/test_sessions.py` (rename the session files to say what they show).
+
 Re-record only on purpose, and keep the old files: a history that no longer replays means
 the workflow changed in a way running workflows would notice, which needs workflow
 versioning, not a new file.

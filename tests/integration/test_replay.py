@@ -11,6 +11,7 @@ from temporalio.worker import Replayer
 
 from workers.worker import prepare_agents_sdk, sandbox_runner
 from workflows.agent_run import AgentRunWorkflow
+from workflows.session import SessionWorkflow
 
 HISTORIES = sorted((Path(__file__).parents[1] / "histories").glob("*.json"))
 
@@ -25,7 +26,7 @@ def test_there_are_committed_histories() -> None:
 async def test_committed_history_replays(path: Path) -> None:
     prepare_agents_sdk()
     replayer = Replayer(
-        workflows=[AgentRunWorkflow],
+        workflows=[AgentRunWorkflow, SessionWorkflow],
         data_converter=pydantic_data_converter,
         workflow_runner=sandbox_runner(),
     )
@@ -42,6 +43,7 @@ async def test_replay_detects_a_divergent_run() -> None:
         data_converter=pydantic_data_converter,
         workflow_runner=sandbox_runner(),
     )
-    history = WorkflowHistory.from_json("run-some-other-id", HISTORIES[0].read_text())
+    first_run = next(p for p in HISTORIES if p.stem.startswith("run-"))
+    history = WorkflowHistory.from_json("run-some-other-id", first_run.read_text())
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is not None
