@@ -19,6 +19,8 @@ from pathlib import Path, PurePosixPath
 from adapters.targets.git_repo import git_env
 
 SOURCE_SUFFIXES = (".py", ".pyi")
+GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
+"""Generated protobuf modules: nobody wrote them, so they are not cited as a source."""
 MAX_HITS = 40
 
 
@@ -40,7 +42,10 @@ class Tree:
             return sorted(
                 p.relative_to(self.root).as_posix()
                 for p in self.root.rglob("*")
-                if p.suffix in SOURCE_SUFFIXES and "__pycache__" not in p.parts and p.is_file()
+                if p.suffix in SOURCE_SUFFIXES
+                and not p.name.endswith(GENERATED_SUFFIXES)
+                and "__pycache__" not in p.parts
+                and p.is_file()
             )
         out = _git(self.root, "ls-tree", "-r", "-z", "--name-only", str(self.commit))
         return sorted(name for name in out.split("\x00") if name and name.endswith(SOURCE_SUFFIXES))

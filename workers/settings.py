@@ -2,13 +2,36 @@
 
 from __future__ import annotations
 
+import json
+import secrets
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from adapters.approvals import ApproverConfig
 from adapters.targets.registry import TargetConfig
+
+LOCAL_DEFAULTS = "local.json"
+LOCAL_EDITOR = "local-editor"
+
+
+def write_local_defaults(home: Path) -> Path:
+    """Create `home/local.json` once: a git docs site under home and a local editor whose
+    secret is random and readable by this user only."""
+    path = home / LOCAL_DEFAULTS
+    if path.exists():
+        return path
+    home.mkdir(parents=True, exist_ok=True)
+    local = {
+        "targets": {"docs-site": {"kind": "git", "path": str((home / "docs-site").resolve())}},
+        "approvers": {LOCAL_EDITOR: {"secret": secrets.token_hex(32), "roles": ["editor"]}},
+        "principal": LOCAL_EDITOR,
+    }
+    path.touch(mode=0o600)
+    path.write_text(json.dumps(local, indent=2))
+    return path
 
 
 class Settings(BaseSettings):
@@ -47,6 +70,26 @@ class Settings(BaseSettings):
     web_ui_url: str | None = None
     """Base URL of the Web UI for printed links; defaults to the embedded UI."""
     openai_api_key: str | None = Field(default=None, validation_alias="OPENAI_API_KEY")
+
+    @model_validator(mode="after")
+    def _embedded_defaults(self) -> Settings:
+        """The embedded stack's local defaults (`home/local.json`, written by `up`): a docs-site
+        target and a local editor, so `make demo` publishes and approves with no configuration.
+        Anything set through GROUNDWORK_* wins; an external deployment has no such file."""
+        path = self.home / LOCAL_DEFAULTS
+        if not path.is_file():
+            return self
+        try:
+            local: dict[str, Any] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return self
+        for name, config in (local.get("targets") or {}).items():
+            self.targets.setdefault(name, TargetConfig.model_validate(config))
+        for name, config in (local.get("approvers") or {}).items():
+            self.approvers.setdefault(name, ApproverConfig.model_validate(config))
+        if self.principal is None and isinstance(local.get("principal"), str):
+            self.principal = local["principal"]
+        return self
 
     @property
     def state_file(self) -> Path:

@@ -23,7 +23,7 @@ from adapters.migrate import migrate
 from contracts.search_attributes import dev_server_args
 from workers.binaries import temporal_binary
 from workers.endpoints import read_state
-from workers.settings import Settings
+from workers.settings import Settings, write_local_defaults
 
 log = structlog.get_logger(__name__)
 
@@ -203,6 +203,8 @@ def start_stack(settings: Settings) -> StackState:
         else:
             database, postgres_pid, pgdata = _start_postgres(settings)
         asyncio.run(migrate(database))
+        if not settings.temporal_address:
+            write_local_defaults(settings.home)
         worker = _start_worker(settings, temporal, database, logs)
         started.append(worker.pid)
         trigger, trigger_url = _start_trigger(settings, temporal, database, logs)
