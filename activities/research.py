@@ -53,7 +53,11 @@ class ResearchActivities:
                 assert source.git_path is not None
                 locator, revision, files = pin_git(source.git_path, source.rev)
             return PinnedSource(
-                repo_id=source.repo_id, locator=locator, source_revision=revision, files=files
+                repo_id=source.repo_id,
+                locator=locator,
+                source_revision=revision,
+                files=files,
+                branch_route=source.branch_route,
             )
 
         try:

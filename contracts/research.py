@@ -45,6 +45,8 @@ class SourceTree(BaseModel):
     git_path: str | None = None
     """A local git repository: the tree is `rev` of it, read from git, not the work tree."""
     rev: str = "HEAD"
+    branch_route: str | None = None
+    """This tree's branch model route, when it differs from the spec's `branch_route`."""
 
     @model_validator(mode="after")
     def _one_kind(self) -> SourceTree:
@@ -57,6 +59,7 @@ class PinnedSource(BaseModel):
     """A tree fixed at start: everything the branch reads and cites is at this revision."""
 
     repo_id: str
+    branch_route: str | None = None
     locator: str
     """`package:<name>` or `git:<absolute path>@<commit>`: what the branch's tools read."""
     source_revision: str

@@ -256,7 +256,9 @@ class ResearchWorkflow(EffectsMixin):
         child = RunSpec(
             run_id=run_id,
             release=Release(
-                agent="repo-researcher", model_route=spec.branch_route, release_id="flagship"
+                agent="repo-researcher",
+                model_route=pin.branch_route or spec.branch_route,
+                release_id="flagship",
             ),
             input=branch_task(pin, spec.question),
             principal=spec.principal,

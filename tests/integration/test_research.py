@@ -3,23 +3,34 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from psycopg_pool import AsyncConnectionPool
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 
+from adapters.evidence import EvidenceStore
 from contracts.approvals import ApprovalDecision, DecisionResult, Verdict, sign
 from contracts.research import (
+    EvidenceBundle,
+    Finding,
     ResearchSpec,
     ResearchState,
     SourceTree,
+    bundle_hash,
 )
 from contracts.run import RunResult
-from contracts.status import RunStatus
-from tests.helpers import running_worker
+from contracts.status import FailureReason, RunStatus
+from tests.helpers import running_worker, write_script
 from workers.research_client import start_research
 
 SECRET = "s3cret-for-tests"
@@ -139,3 +150,189 @@ async def test_flagship_publishes_one_verified_article(
     for repo_id in ("temporalio", "psycopg", "structlog"):
         assert f"{repo_id}@" in published
     assert await count_events(migrated_database, spec.run_id, "PublishConfirmed") == 1
+
+
+def delayed_branch(tmp_path: Path, delay_s: float) -> str:
+    """The built-in branch script, its report delayed: branches finish in a chosen order."""
+    script = json.loads(
+        (Path(__file__).parents[2] / "definitions/scripts/research-branch.json").read_text()
+    )
+    script["turns"][1]["delay_s"] = delay_s
+    return f"scripted:{write_script(tmp_path, script['turns'])}"
+
+
+async def evidence_rows(database_url: str, research_id: str) -> list[EvidenceBundle]:
+    async with AsyncConnectionPool(database_url, min_size=1, max_size=1, open=False) as pool:
+        return await EvidenceStore(pool).bundles(research_id)
+
+
+@pytest.mark.parametrize(
+    "order", [("temporalio", "psycopg", "structlog"), ("structlog", "psycopg", "temporalio")]
+)
+async def test_branches_finishing_in_any_order_never_overwrite_each_others_evidence(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path, order: tuple[str, ...]
+) -> None:
+    sources = [
+        SourceTree(repo_id=repo, package=repo, branch_route=delayed_branch(tmp_path, 0.6 * rank))
+        for rank, repo in enumerate(order)
+    ]
+    async with running_worker(
+        client, task_queue, migrated_database, targets=docs_site(tmp_path), approvers=APPROVERS
+    ):
+        spec = research_spec(sources=sources)
+        handle = await start_research(client, spec, task_queue)
+        state = await wait_for(handle, lambda s: s.pending_approval is not None)
+        await handle.cancel()
+    accepted = [e.data["repo_id"] for e in state.last_events if e.type == "EvidenceBundleAccepted"]
+    assert accepted == list(order)  # they really did finish in this order
+    rows = await evidence_rows(migrated_database, spec.run_id)
+    assert sorted(r.repo_id for r in rows) == sorted(order)  # one immutable bundle per repo
+    for row in rows:
+        assert row.produced_by == f"{spec.run_id}.branch-{row.repo_id}"
+        assert row.artifact_hash == bundle_hash(row.repo_id, row.source_revision, row.findings)
+        assert row.source_revision == state.branches[row.repo_id].source_revision
+        assert row.findings
+    # The set is a function of the evidence, not of the order it arrived in.
+    manifests = {s.manifest_hash for s in state.evidence_sets}
+    assert len(manifests) == 1
+    test_branches_finishing_in_any_order_never_overwrite_each_others_evidence.manifests.add(  # type: ignore[attr-defined]
+        (tuple(sorted(r.artifact_hash for r in rows)), manifests.pop())
+    )
+    seen = test_branches_finishing_in_any_order_never_overwrite_each_others_evidence.manifests  # type: ignore[attr-defined]
+    assert len({m for _, m in seen}) == 1
+
+
+test_branches_finishing_in_any_order_never_overwrite_each_others_evidence.manifests = set()  # type: ignore[attr-defined]
+
+
+async def test_late_bundle_makes_a_new_set_and_revision_and_the_old_approval_never_publishes(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path
+) -> None:
+    targets = docs_site(tmp_path)
+    sources = [
+        SourceTree(repo_id="temporalio", package="temporalio"),
+        SourceTree(
+            repo_id="structlog", package="structlog", branch_route=delayed_branch(tmp_path, 6)
+        ),
+    ]
+    async with running_worker(
+        client, task_queue, migrated_database, targets=targets, approvers=APPROVERS
+    ):
+        spec = research_spec(sources=sources, branch_timeout_s=2, on_branch_failure="close_without")
+        handle = await start_research(client, spec, task_queue)
+        first = await wait_for(handle, lambda s: s.pending_approval is not None)
+        assert first.pending_approval is not None
+        assert first.pending_approval.revision == "1"
+        assert first.evidence_sets[0].missing == ["structlog"]
+        assert "without evidence from structlog" in first.pending_approval.preview
+        r1 = decision_for(first)
+        second = await wait_for(
+            handle, lambda s: s.pending_approval is not None and s.pending_approval.revision == "2"
+        )
+        assert len(second.evidence_sets) == 2
+        assert second.evidence_sets[1].missing == []
+        assert second.evidence_sets[1].manifest_hash != second.evidence_sets[0].manifest_hash
+        assert second.branches["structlog"].late
+        # The approval of r1 is refused before it enters history, naming the current revision,
+        # and so is the same decision sent as a plain signal.
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await decide(handle, r1)
+        assert "the current revision is 2" in str(refused.value.cause)
+        await handle.signal("approve", r1)
+        assert (await state_of(handle)).pending_approval is not None
+        answer = await decide(handle, decision_for(second))
+        assert answer.accepted, answer.message
+        result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    repo = targets["docs-site"]["path"]
+    assert len(tags(repo)) == 1
+    assert "-r2-" in tags(repo)[0]
+    async with (
+        AsyncConnectionPool(migrated_database, min_size=1, max_size=1, open=False) as pool,
+        pool.connection() as conn,
+    ):
+        cur = await conn.execute("SELECT effect_key FROM effects WHERE run_id = %s", (spec.run_id,))
+        keys = [r[0] for r in await cur.fetchall()]
+        cur = await conn.execute(
+            "SELECT revision, status FROM approvals WHERE run_id = %s ORDER BY requested_at",
+            (spec.run_id,),
+        )
+        approvals = [tuple(r) for r in await cur.fetchall()]
+    assert len(keys) == 1
+    assert keys[0].startswith("research-article:r2:")
+    assert approvals == [("1", "superseded"), ("2", "approved")]
+
+
+async def test_conflicting_source_revision_is_a_conflict_and_duplicates_change_nothing(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path
+) -> None:
+    async with running_worker(
+        client, task_queue, migrated_database, targets=docs_site(tmp_path), approvers=APPROVERS
+    ):
+        spec = research_spec(sources=[SourceTree(repo_id="psycopg", package="psycopg")])
+        handle = await start_research(client, spec, task_queue)
+        state = await wait_for(handle, lambda s: s.pending_approval is not None)
+        sealed = (await evidence_rows(migrated_database, spec.run_id))[0]
+        # The same bundle delivered again: nothing changes.
+        await handle.signal("deliver_bundle", sealed.ref())
+        await wait_for(
+            handle, lambda s: any(e.type == "EvidenceBundleDuplicate" for e in s.last_events)
+        )
+        # A bundle for the same repo at another revision (sealed by someone else).
+        findings = [Finding(path="errors.py", line=1, excerpt="x")]
+        other = EvidenceBundle(
+            research_id=spec.run_id, repo_id="psycopg", source_revision="9.9.9+deadbeef",
+            findings=findings, artifact_hash=bundle_hash("psycopg", "9.9.9+deadbeef", findings),
+            produced_by="someone-else",
+        )  # fmt: skip
+        async with AsyncConnectionPool(
+            migrated_database, min_size=1, max_size=1, open=False
+        ) as pool:
+            await EvidenceStore(pool).put_bundle(other)
+        await handle.signal("deliver_bundle", other.ref())
+        after = await wait_for(handle, lambda s: bool(s.conflicts))
+        assert after.conflicts[0].got_revision == "9.9.9+deadbeef"
+        assert after.conflicts[0].expected_revision == sealed.source_revision
+        assert len(after.evidence_sets) == 1  # neither made a new set or a new draft
+        assert after.pending_approval == state.pending_approval
+        await handle.cancel()
+    assert await count_events(migrated_database, spec.run_id, "EvidenceConflict") == 1
+
+
+async def test_published_content_that_does_not_match_fails_the_run_unverified(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path
+) -> None:
+    from adapters.targets.git_repo import init_repo
+
+    targets = docs_site(tmp_path)
+    repo = init_repo(targets["docs-site"]["path"])
+    # A clean filter in the docs site rewrites what is committed: the tool says success.
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(repo),
+            "config",
+            "filter.house-style.clean",
+            "sed -e s/Evidence/Sources/",
+        ],
+        check=True,
+    )
+    (repo / ".gitattributes").write_text("articles/*.md filter=house-style\n")
+    async with running_worker(
+        client, task_queue, migrated_database, targets=targets, approvers=APPROVERS
+    ):
+        spec = research_spec(sources=[SourceTree(repo_id="structlog", package="structlog")])
+        handle = await start_research(client, spec, task_queue)
+        state = await wait_for(handle, lambda s: s.pending_approval is not None)
+        assert (await decide(handle, decision_for(state))).accepted
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        final = await state_of(handle)
+    assert final.status is RunStatus.FAILED
+    assert final.failure_reason is FailureReason.UNVERIFIED
+    assert final.verification is not None
+    assert not final.verification.verified
+    assert final.published_ref is not None  # the tool said it published
+    assert len(tags(str(repo))) == 1
+    assert await count_events(migrated_database, spec.run_id, "ClaimUnverified") == 1
