@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from contracts.hashing import content_hash, sha256_hex
-from contracts.run import Budgets, RunState
+from contracts.run import ActivityTimeouts, Budgets, RunState
 
 RESEARCH_WORKFLOW_TYPE = "Research"
 SEAL_BUNDLE_ACTIVITY = "groundwork.research.seal_bundle"
@@ -229,6 +229,8 @@ class ResearchSpec(BaseModel):
     principal: str = "local-user"
     tenant: str = "default"
     branch_budgets: Budgets = Field(default_factory=lambda: Budgets(max_steps=8, max_tool_calls=8))
+    timeouts: ActivityTimeouts = Field(default_factory=ActivityTimeouts)
+    """For the publish effect and every child run's model turns and tool calls."""
 
     @model_validator(mode="after")
     def _consistent(self) -> ResearchSpec:

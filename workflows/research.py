@@ -120,6 +120,7 @@ class ResearchWorkflow(EffectsMixin):
             principal=spec.principal,
             tenant=spec.tenant,
             budgets=Budgets(max_steps=1, max_tool_calls=1),
+            timeouts=spec.timeouts,
             policy={
                 PUBLISH_TOOL: ToolPolicy(
                     effect_class=EffectClass.IRREVERSIBLE, approval=ApprovalRule.ALWAYS
@@ -265,6 +266,7 @@ class ResearchWorkflow(EffectsMixin):
             tenant=spec.tenant,
             session_id=spec.run_id,
             budgets=spec.branch_budgets,
+            timeouts=spec.timeouts,
         )
         try:
             result: RunResult = await workflow.execute_child_workflow(
@@ -419,6 +421,7 @@ class ResearchWorkflow(EffectsMixin):
                     tenant=spec.tenant,
                     session_id=spec.run_id,
                     budgets=Budgets(max_steps=3, max_tool_calls=0),
+                    timeouts=spec.timeouts,
                 ),
                 id=workflow_id_for(run_id),
                 result_type=RunResult,
