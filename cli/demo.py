@@ -8,7 +8,9 @@ docs site as an irreversible effect -> the verifier re-reads the tag.
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -45,6 +47,9 @@ def demo(
     packages: str = typer.Option(
         ",".join(DEFAULT_PACKAGES), "--packages", help="Installed packages to research."
     ),
+    git: list[Path] = typer.Option(
+        [], "--git", help="A local git repository to research too (its HEAD); repeatable."
+    ),
     branch_timeout_s: float = typer.Option(300.0, "--branch-timeout-s"),
 ) -> None:
     """Research -> evidence -> draft -> approval -> publish -> verify, on real installed source."""
@@ -57,7 +62,8 @@ def demo(
         spec = ResearchSpec(
             run_id=str(ULID()),
             question=DEMO_QUESTION,
-            sources=[SourceTree(repo_id=n.replace("_", "-"), package=n) for n in names],
+            sources=[SourceTree(repo_id=n.replace("_", "-"), package=n) for n in names]
+            + [SourceTree(repo_id=_repo_id(p), git_path=str(p.resolve())) for p in git],
             branch_timeout_s=branch_timeout_s,
             principal=config.principal or "local-user",
             **({"branch_route": model, "editor_route": model} if model else {}),
@@ -132,6 +138,10 @@ async def _follow(
         return False
     final: ResearchState = await handle.query("get_state", result_type=ResearchState)
     return _show_outcome(result, final, config)
+
+
+def _repo_id(path: Path) -> str:
+    return re.sub(r"[^A-Za-z0-9_.\-]+", "-", path.resolve().name)[:64] or "repo"
 
 
 def _describe(kind: str, data: dict[str, Any]) -> str | None:

@@ -185,9 +185,10 @@ class ResearchWorkflow(EffectsMixin):
         required = spec.required_ids()
         try:
             await workflow.wait_condition(
-                lambda: all(self._branch_done(r) for r in required),
+                lambda: all(self._branch_done(r) for r in required) or self._task_crashed(),
                 timeout=timedelta(seconds=spec.branch_timeout_s),
             )
+            self._raise_task_failure()
         except TimeoutError:
             for repo_id in required:
                 if not self._branch_done(repo_id):
@@ -246,6 +247,15 @@ class ResearchWorkflow(EffectsMixin):
             )
         self._pinned = True
         self._event("SourcesPinned", sources={p.repo_id: p.source_revision for p in pins})
+
+    def _task_crashed(self) -> bool:
+        return any(t.done() and not t.cancelled() and t.exception() for t in self._tasks)
+
+    def _raise_task_failure(self) -> None:
+        """A bug in a branch task fails the workflow task (retried once fixed), never a hang."""
+        for task in self._tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise RuntimeError("research branch task crashed") from task.exception()
 
     def _branch_done(self, repo_id: str) -> bool:
         return self._state.branches[repo_id].status is not BranchStatus.RUNNING
@@ -568,6 +578,7 @@ class ResearchWorkflow(EffectsMixin):
         if not verification.verified:
             self._fail(FailureReason.UNVERIFIED, verification.message)
         await workflow.wait_condition(workflow.all_handlers_finished)
+        self._raise_task_failure()
         self._state.final_output = (
             f"published {draft.path} revision {draft.revision} to {call.target} as "
             f"{outcome.external_ref}; verified: {verification.message}"

@@ -199,3 +199,50 @@ def test_foreground_up_stops_everything_on_ctrl_c(tmp_path: Path) -> None:
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, (
             key
         )
+
+
+def test_demo_waits_for_an_approval_from_a_second_terminal_then_publishes_verified(
+    tmp_path: Path,
+) -> None:
+    """`make demo` as a newcomer runs it: the approval comes from `groundwork approve`."""
+    home = tmp_path / "gw"
+    env = _env(home)
+    demo = subprocess.Popen(
+        [*GROUNDWORK, "demo"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert demo.stdout is not None
+        seen: list[str] = []
+        run_id = None
+        for line in demo.stdout:
+            seen.append(line)
+            if "groundwork approve " in line:
+                run_id = line.split("groundwork approve ", 1)[1].split()[0]
+                break
+        assert run_id, "".join(seen)
+        output = "".join(seen)
+        for repo in ("temporalio", "agents", "psycopg", "pydantic", "structlog"):
+            assert f"branch {repo}" in output
+        assert "EvidenceSet v1 closed: 5 bundles" in output
+        approved = gw(env, "approve", run_id, "--yes")
+        assert approved.returncode == 0, approved.stderr
+        assert "approved by local-editor" in approved.stdout
+        rest, _ = demo.communicate(timeout=120)
+        assert demo.returncode == 0, rest
+        assert "matches the approved content" in rest
+        assert "articles/research-article.md" in rest
+        # The same pipeline with --yes: the demo signs as the local editor itself.
+        again = gw(env, "demo", "--yes", "--packages", "structlog,psycopg")
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "--yes: approved by local-editor" in again.stdout
+        shown = gw(env, "run", "show", run_id, "--json")
+        assert json.loads(shown.stdout)["state"]["status"] == "Completed"
+        tags = subprocess.run(
+            ["git", "-C", str(home / "docs-site"), "tag", "-l"], capture_output=True, text=True
+        ).stdout.split()
+        assert len(tags) == 2
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+        gw(env, "down")

@@ -11,6 +11,7 @@ from temporalio.worker import Replayer
 
 from workers.worker import prepare_agents_sdk, sandbox_runner
 from workflows.agent_run import AgentRunWorkflow
+from workflows.research import ResearchWorkflow
 from workflows.session import SessionWorkflow
 
 HISTORIES = sorted((Path(__file__).parents[1] / "histories").glob("*.json"))
@@ -26,7 +27,7 @@ def test_there_are_committed_histories() -> None:
 async def test_committed_history_replays(path: Path) -> None:
     prepare_agents_sdk()
     replayer = Replayer(
-        workflows=[AgentRunWorkflow, SessionWorkflow],
+        workflows=[AgentRunWorkflow, SessionWorkflow, ResearchWorkflow],
         data_converter=pydantic_data_converter,
         workflow_runner=sandbox_runner(),
     )

@@ -98,6 +98,31 @@ async def decide(
     return result
 
 
+async def replays(handle: WorkflowHandle[Any, RunResult], name: str) -> None:
+    """The run's own history replays on this code; GROUNDWORK_RECORD_HISTORIES keeps a copy."""
+    import os
+
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.worker import Replayer
+
+    from workers.worker import prepare_agents_sdk, sandbox_runner
+    from workflows.agent_run import AgentRunWorkflow
+    from workflows.research import ResearchWorkflow
+
+    prepare_agents_sdk()
+    history = await handle.fetch_history()
+    replayer = Replayer(
+        workflows=[ResearchWorkflow, AgentRunWorkflow],
+        data_converter=pydantic_data_converter,
+        workflow_runner=sandbox_runner(),
+    )
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+    record_to = os.environ.get("GROUNDWORK_RECORD_HISTORIES")
+    if record_to:
+        (Path(record_to) / f"research-history-{name}.json").write_text(history.to_json())
+
+
 def tags(repo: str) -> list[str]:
     out = subprocess.run(
         ["git", "-C", repo, "tag", "-l"], capture_output=True, text=True, check=True
@@ -138,6 +163,7 @@ async def test_flagship_publishes_one_verified_article(
         assert answer.accepted, answer.message
         result = await handle.result()
         final = await state_of(handle)
+        await replays(handle, "publish")
     assert result.status is RunStatus.COMPLETED
     assert final.verification is not None
     assert final.verification.verified
@@ -243,6 +269,7 @@ async def test_late_bundle_makes_a_new_set_and_revision_and_the_old_approval_nev
         answer = await decide(handle, decision_for(second))
         assert answer.accepted, answer.message
         result = await handle.result()
+        await replays(handle, "late-bundle")
     assert result.status is RunStatus.COMPLETED
     repo = targets["docs-site"]["path"]
     assert len(tags(repo)) == 1
@@ -336,3 +363,35 @@ async def test_published_content_that_does_not_match_fails_the_run_unverified(
     assert final.published_ref is not None  # the tool said it published
     assert len(tags(str(repo))) == 1
     assert await count_events(migrated_database, spec.run_id, "ClaimUnverified") == 1
+
+
+async def test_a_local_git_repository_is_researched_at_its_pinned_commit(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path
+) -> None:
+    from adapters.targets.git_repo import git_env, init_repo
+
+    source = init_repo(tmp_path / "service")
+    (source / "errors.py").write_text(
+        "import os\n\n\nclass QuotaExceededError(Exception):\n    pass\n"
+    )
+    for args in (["add", "errors.py"], ["commit", "-q", "-m", "errors"]):
+        subprocess.run(["git", "-C", str(source), *args], check=True, env=git_env())
+    commit = subprocess.run(
+        ["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    # The work tree changes after the commit; the research reads the commit, not this.
+    (source / "errors.py").write_text("class Changed:\n    pass\n")
+    async with running_worker(
+        client, task_queue, migrated_database, targets=docs_site(tmp_path), approvers=APPROVERS
+    ):
+        spec = research_spec(sources=[SourceTree(repo_id="service", git_path=str(source))])
+        handle = await start_research(client, spec, task_queue)
+        state = await wait_for(handle, lambda s: s.pending_approval is not None)
+        await handle.cancel()
+    assert state.branches["service"].source_revision == commit
+    (bundle,) = await evidence_rows(migrated_database, spec.run_id)
+    assert [(f.path, f.line, f.excerpt) for f in bundle.findings] == [
+        ("errors.py", 4, "class QuotaExceededError(Exception):")
+    ]
+    assert state.pending_approval is not None
+    assert f"service@{commit}" in state.pending_approval.preview
