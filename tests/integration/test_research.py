@@ -120,7 +120,7 @@ async def replays(handle: WorkflowHandle[Any, RunResult], name: str) -> None:
     assert result.replay_failure is None, result.replay_failure
     record_to = os.environ.get("GROUNDWORK_RECORD_HISTORIES")
     if record_to:
-        (Path(record_to) / f"research-history-{name}.json").write_text(history.to_json())
+        (Path(record_to) / f"{handle.id}.json").write_text(history.to_json())
 
 
 def tags(repo: str) -> list[str]:
