@@ -52,6 +52,8 @@ class EffectDeclaration:
     approval_ttl_s: float = 24 * 3600
     on_expiry: str = "fail"
     """"fail" ends the run FAILED(approval_expired); "re_request" asks again."""
+    max_approval_requests: int = 3
+    """With "re_request": after this many unanswered requests the run ends FAILED(approval_expired)."""
 
 
 def governed_tool(
@@ -66,11 +68,14 @@ def governed_tool(
     approver_roles: tuple[str, ...] = (),
     approval_ttl_s: float = 24 * 3600,
     on_expiry: str = "fail",
+    max_approval_requests: int = 3,
     name: str | None = None,
 ) -> Callable[[Callable[..., dict[str, Any]]], FunctionTool]:
     """Decorate a request builder `fn(**arguments) -> payload` as a governed function tool."""
     if on_expiry not in ("fail", "re_request"):
         raise ValueError("on_expiry must be 'fail' or 're_request'")
+    if max_approval_requests < 1:
+        raise ValueError("max_approval_requests must be at least 1")
     if effect_class is EffectClass.READ:
         raise ValueError("a governed tool has an effect; plain @function_tool serves reads")
 
@@ -87,6 +92,7 @@ def governed_tool(
             approver_roles=approver_roles,
             approval_ttl_s=approval_ttl_s,
             on_expiry=on_expiry,
+            max_approval_requests=max_approval_requests,
         )
         setattr(tool, _ATTRIBUTE, declaration)
         setattr(tool, _BUILDER, fn)

@@ -75,9 +75,37 @@ def publish_reviewed_note(note_id: str, revision: int, content: str) -> dict[str
     }
 
 
+@governed_tool(
+    effect_class=EffectClass.IRREVERSIBLE,
+    target="notes",
+    effect_key=note_effect_key,
+    approval=ApprovalRule.ALWAYS,
+    approval_binding=_review_binding,
+    approver_roles=("editor",),
+    domain_event="NotePublished",
+    approval_ttl_s=3600,
+    on_expiry="re_request",
+    max_approval_requests=3,
+    name="publish_reviewed_note_patiently",
+)
+def publish_reviewed_note_patiently(note_id: str, revision: int, content: str) -> dict[str, Any]:
+    """Like publish_reviewed_note, but an unanswered request is asked again (3 times, 1 h each).
+
+    Args:
+        note_id: Stable id of the note.
+        revision: Revision number of this content.
+        content: The full Markdown text.
+    """
+    return {
+        "path": f"notes/{note_id}.md",
+        "content": content,
+        "message": f"Publish {note_id} r{revision} (reviewed)",
+    }
+
+
 def build_agent() -> Agent[None]:
     return Agent(
         name="notes-writer",
         instructions="Publish the note the user asks for with publish_note, then confirm.",
-        tools=[publish_note, publish_reviewed_note],
+        tools=[publish_note, publish_reviewed_note, publish_reviewed_note_patiently],
     )

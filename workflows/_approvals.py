@@ -96,7 +96,9 @@ class ApprovalsMixin(RunBase):
         # The newest revision asked for is the only one that can still be approved.
         self._latest_revision[binding.subject] = str(binding.revision)
         async with self._approval_lock:  # parallel tool calls ask one at a time
+            asked = 0
             while True:
+                asked += 1
                 now = workflow.now()
                 request = ApprovalRequest(
                     approval_id=str(workflow.uuid4()),
@@ -139,11 +141,15 @@ class ApprovalsMixin(RunBase):
                     self._transition(
                         RunStatus.RUNNING, "ApprovalExpired", approval_id=request.approval_id
                     )
-                    if declaration.on_expiry == "re_request":
+                    if (
+                        declaration.on_expiry == "re_request"
+                        and asked < declaration.max_approval_requests
+                    ):
                         continue
                     self._abort(
                         FailureReason.APPROVAL_EXPIRED,
-                        f"approval for {tool_name} expired after {ttl}",
+                        f"approval for {tool_name} expired after {ttl}"
+                        + (f", asked {asked} times" if asked > 1 else ""),
                     )
                 if approval_id in self._ended and self._granted is None:
                     return await self._end_without_decision(request)

@@ -79,3 +79,43 @@ async def test_unanswered_approval_expires_and_fails_the_run(
     ) as pool:
         rows = await ApprovalStore(pool).list_approvals(run_id=run.run_id)
     assert [r.status for r in rows] == [ApprovalStatus.EXPIRED]
+
+
+async def test_re_request_asks_again_up_to_its_cap_then_fails(
+    skipping_env: WorkflowEnvironment,
+    task_queue: str,
+    migrated_database: str,
+    tmp_path: Path,
+    target_url: str,
+) -> None:
+    client = skipping_env.client
+    arguments = {"note_id": f"patient-{task_queue[-8:]}", "revision": 3, "content": "# later\n"}
+    script = write_script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "publish_reviewed_note_patiently", "arguments": arguments}]},
+            {"text": "done"},
+        ],
+    )
+    run = spec(f"scripted:{script}", agent="notes-writer")
+    targets = {"notes": {"kind": "http", "base_url": target_url}}
+    async with running_worker(client, task_queue, migrated_database, targets=targets):
+        handle = await start(client, run, task_queue)
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        state = await handle.query("get_state", result_type=RunState)
+    assert state.failure_reason is FailureReason.APPROVAL_EXPIRED
+    assert state.failure_message is not None
+    assert "asked 3 times" in state.failure_message
+    assert (
+        httpx2.get(f"{target_url}/stats", timeout=5)
+        .json()["commits"]
+        .get(note_effect_key(arguments), 0)
+        == 0
+    )
+    async with AsyncConnectionPool(
+        migrated_database, min_size=1, max_size=1, kwargs={"autocommit": True}
+    ) as pool:
+        rows = await ApprovalStore(pool).list_approvals(run_id=run.run_id)
+    assert [r.status for r in rows] == [ApprovalStatus.EXPIRED] * 3
+    assert len({r.approval_id for r in rows}) == 3  # three distinct requests, each with its own id
