@@ -49,8 +49,8 @@ Usage:
   .venv/bin/python bench/flagship.py --quick    # 1 rep
 Options: --reps N, --poll-s S, --settle S (pause between reps, 2), --keep-workdir,
 --reuse-destination (a probe, not the figure: every rep publishes to the same docs site, as
-a repeated `groundwork demo` on one stack does; a later rep's publish then meets the first
-rep's effect row and its one-tag check is expected to fail). Every process and temp dir it starts is
+a repeated `groundwork demo` on one stack does; a later rep writes the same bytes, so its
+publish settles as the first rep's effect (`publish_replayed: true`, the same tag)). Every process and temp dir it starts is
 removed on exit, on Ctrl-C and on SIGTERM.
 """
 

@@ -6,6 +6,7 @@ openai client talks to (tests/fake_openai.py). No network, no API key from the e
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import AsyncIterator, Iterator
@@ -371,3 +372,67 @@ async def test_api_key_stays_out_of_history(
     print(f"429 retry-after-ms=200: next request after {gap(fake.requests, 1, 2):.2f}s")
     assert all(r.headers["authorization"] == f"Bearer {API_KEY}" for r in fake.requests)
     assert_no_key_in_history(history, must_contain="done, and no secrets")
+
+
+# -- f) the flagship pipeline on the openai route ------------------------------------------
+
+
+async def test_research_pipeline_runs_on_the_openai_route(
+    client: Client, task_queue: str, migrated_database: str, fake: FakeOpenAI, tmp_path: Any
+) -> None:
+    """`groundwork demo --model openai:<model>`: branches and editor on the real client."""
+    from adapters.source_trees import open_tree
+    from contracts.approvals import ApprovalDecision, DecisionResult, Verdict, sign
+    from contracts.research import ResearchSpec, ResearchState, SourceTree
+    from workers.research_client import start_research
+
+    pattern = "^class \\w*Error\\b"
+    hit = open_tree("package:structlog").search(pattern, 1)[0]  # "path:line: text", real
+    fake.reply(
+        function_call_response(
+            "search_tree", {"source": "package:structlog", "pattern": pattern}, call_id="c1"
+        )
+    )
+    fake.reply(message_response(f"{hit}\nnot/a/file.py:3: invented"))
+    fake.reply(message_response("structlog signals misconfiguration with its own error type. [E1]"))
+    research = ResearchSpec(
+        run_id=f"oa-{task_queue[-10:]}",
+        question="How does structlog report configuration errors?",
+        sources=[SourceTree(repo_id="structlog", package="structlog")],
+        branch_route=f"openai:{MODEL}",
+        editor_route=f"openai:{MODEL}",
+    )
+    approvers = {"erin": {"secret": "k", "roles": ["editor"]}}
+    targets = {"docs-site": {"kind": "git", "path": str(tmp_path / "docs")}}
+    async with running_worker(
+        client, task_queue, migrated_database, openai_api_key=API_KEY,
+        openai_base_url=fake.base_url, targets=targets, approvers=approvers,
+    ):  # fmt: skip
+        handle = await start_research(client, research, task_queue)
+        for _ in range(200):
+            state = await handle.query("get_state", result_type=ResearchState)
+            if state.pending_approval is not None:
+                break
+            await asyncio.sleep(0.1)
+        pending = state.pending_approval
+        assert pending is not None
+        assert state.branches["structlog"].rejected_citations == 1  # the invented line
+        unsigned = ApprovalDecision(
+            approval_id=pending.approval_id, verdict=Verdict.APPROVE, principal="erin",
+            subject=pending.subject, revision=pending.revision, content_hash=pending.content_hash,
+            destination=pending.destination, scope=pending.scope,
+        )  # fmt: skip
+        decision = unsigned.model_copy(update={"signature": sign(unsigned, "k")})
+        answer = await handle.execute_update(
+            "decide_approval", decision, result_type=DecisionResult
+        )
+        assert answer.accepted
+        result = await handle.result()
+        final = await handle.query("get_state", result_type=ResearchState)
+    assert result.status is RunStatus.COMPLETED
+    assert final.verification is not None
+    assert final.verification.verified
+    assert [r.path for r in fake.requests] == [RESPONSES] * 3
+    assert fake.requests[0].body["model"] == MODEL
+    assert "source: package:structlog" in fake.requests[0].body["input"][0]["content"]
+    assert "[E1]" in fake.requests[2].body["input"][0]["content"]  # the editor saw the evidence
