@@ -152,10 +152,20 @@ async def histories(client: Any, workflow_id: str) -> list[dict[str, Any]]:
     scheduled: dict[str, int] = {}
     children: list[str] = []
     markers = 0
+    # Scheduled -> completed per activity type (seconds, summed), from the event times.
+    pending: dict[int, tuple[str, float]] = {}
+    activity_s: dict[str, float] = {}
     for ev in events:
+        at = ev.event_time.ToDatetime().timestamp()
         if ev.HasField("activity_task_scheduled_event_attributes"):
             name = ev.activity_task_scheduled_event_attributes.activity_type.name
             scheduled[name] = scheduled.get(name, 0) + 1
+            pending[ev.event_id] = (name, at)
+        elif ev.HasField("activity_task_completed_event_attributes"):
+            sched = ev.activity_task_completed_event_attributes.scheduled_event_id
+            if sched in pending:
+                name, t0 = pending.pop(sched)
+                activity_s[name] = round(activity_s.get(name, 0.0) + at - t0, 3)
         elif ev.HasField("start_child_workflow_execution_initiated_event_attributes"):
             children.append(
                 ev.start_child_workflow_execution_initiated_event_attributes.workflow_id
@@ -178,6 +188,7 @@ async def histories(client: Any, workflow_id: str) -> list[dict[str, Any]]:
         "history_json_chars": len(history.to_json()),
         "activities": sum(scheduled.values()),
         "activities_by_type": scheduled,
+        "activity_s_by_type": activity_s,
         "markers": markers,
         "largest_events": largest,
         "span_s": round((last - first).total_seconds(), 3),

@@ -68,6 +68,10 @@ def publish_reviewed_note(note_id: str, revision: int, content: str) -> dict[str
         revision: Revision number of this content.
         content: The full Markdown text.
     """
+    return _reviewed_request(note_id, revision, content)
+
+
+def _reviewed_request(note_id: str, revision: int, content: str) -> dict[str, Any]:
     return {
         "path": f"notes/{note_id}.md",
         "content": content,
@@ -96,11 +100,7 @@ def publish_reviewed_note_patiently(note_id: str, revision: int, content: str) -
         revision: Revision number of this content.
         content: The full Markdown text.
     """
-    return {
-        "path": f"notes/{note_id}.md",
-        "content": content,
-        "message": f"Publish {note_id} r{revision} (reviewed)",
-    }
+    return _reviewed_request(note_id, revision, content)
 
 
 def build_agent() -> Agent[None]:

@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 from agents import Agent, function_tool
 
+from adapters.source_trees import SourceTreeError, package_root
+
 MAX_HITS = 40
 MAX_LINES = 200
 
 
-class SourceAccessError(ValueError):
-    """A package that is not installed, or a path outside the package's tree."""
-
-
-def package_root(package: str) -> Path:
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", package):
-        raise SourceAccessError(f"not a package name: {package!r}")
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise SourceAccessError(f"package {package!r} is not installed here")
-    return Path(next(iter(spec.submodule_search_locations))).resolve()
+# One definition of "an installed package's tree" for the reader and the research branches.
+SourceAccessError = SourceTreeError
 
 
 def _inside(root: Path, relative: str) -> Path:
