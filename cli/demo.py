@@ -166,7 +166,12 @@ def _describe(kind: str, data: dict[str, Any]) -> str | None:
         case "EffectPrepared":
             return f"publish prepared: {data.get('effect_key')}"
         case "EffectSettled":
-            return f"publish {data.get('status')}: {data.get('external_ref')}"
+            again = (
+                " (this exact revision and content was already published: nothing was sent)"
+                if data.get("replayed")
+                else ""
+            )
+            return f"publish {data.get('status')}: {data.get('external_ref')}{again}"
         case "ClaimVerified" | "ClaimUnverified":
             return f"{kind}: {data.get('message')}"
     return None

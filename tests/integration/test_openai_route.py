@@ -398,6 +398,7 @@ async def test_research_pipeline_runs_on_the_openai_route(
     research = ResearchSpec(
         run_id=f"oa-{task_queue[-10:]}",
         question="How does structlog report configuration errors?",
+        article_id=f"oa-{task_queue[-10:]}",
         sources=[SourceTree(repo_id="structlog", package="structlog")],
         branch_route=f"openai:{MODEL}",
         editor_route=f"openai:{MODEL}",

@@ -45,6 +45,9 @@ def research_spec(**extra: Any) -> ResearchSpec:
     values: dict[str, Any] = {
         "run_id": f"r-{uuid.uuid4().hex[:10]}",
         "question": "How do these libraries name their error and retry types?",
+        # The publish key is global in the ledger (article, revision, bytes, destination
+        # name): tests that write the same bytes to different repos need their own article.
+        "article_id": f"article-{uuid.uuid4().hex[:8]}",
         "sources": [
             SourceTree(repo_id=p, package=p) for p in ("temporalio", "psycopg", "structlog")
         ],
@@ -170,7 +173,7 @@ async def test_flagship_publishes_one_verified_article(
     repo = targets["docs-site"]["path"]
     assert len(tags(repo)) == 1
     published = subprocess.run(
-        ["git", "-C", repo, "show", f"{tags(repo)[0]}:articles/research-article.md"],
+        ["git", "-C", repo, "show", f"{tags(repo)[0]}:articles/{spec.article_id}.md"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     for repo_id in ("temporalio", "psycopg", "structlog"):
@@ -286,7 +289,7 @@ async def test_late_bundle_makes_a_new_set_and_revision_and_the_old_approval_nev
         )
         approvals = [tuple(r) for r in await cur.fetchall()]
     assert len(keys) == 1
-    assert keys[0].startswith("research-article:r2:")
+    assert keys[0].startswith(f"{spec.article_id}:r2:")
     assert approvals == [("1", "superseded"), ("2", "approved")]
 
 
