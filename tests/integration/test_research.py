@@ -398,3 +398,49 @@ async def test_a_local_git_repository_is_researched_at_its_pinned_commit(
     ]
     assert state.pending_approval is not None
     assert f"service@{commit}" in state.pending_approval.preview
+
+
+async def test_a_required_branch_that_times_out_fails_the_run_under_the_fail_policy(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path
+) -> None:
+    sources = [
+        SourceTree(repo_id="psycopg", package="psycopg"),
+        SourceTree(
+            repo_id="structlog", package="structlog", branch_route=delayed_branch(tmp_path, 8)
+        ),
+    ]
+    async with running_worker(
+        client, task_queue, migrated_database, targets=docs_site(tmp_path), approvers=APPROVERS
+    ):
+        spec = research_spec(sources=sources, branch_timeout_s=1.5, on_branch_failure="fail")
+        handle = await start_research(client, spec, task_queue)
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        final = await state_of(handle)
+    assert final.failure_reason is FailureReason.EVIDENCE_INCOMPLETE
+    assert final.failure_message is not None
+    assert "structlog" in final.failure_message
+    assert final.branches["structlog"].status.value == "timed_out"
+    assert not final.evidence_sets  # no set, so no draft and no approval
+    assert not final.drafts
+
+
+async def test_a_failed_branch_is_left_out_and_said_so_under_close_without(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path
+) -> None:
+    broken = write_script(tmp_path, [{"text": "nothing here cites a line"}])
+    sources = [
+        SourceTree(repo_id="psycopg", package="psycopg"),
+        SourceTree(repo_id="structlog", package="structlog", branch_route=f"scripted:{broken}"),
+    ]
+    async with running_worker(
+        client, task_queue, migrated_database, targets=docs_site(tmp_path), approvers=APPROVERS
+    ):
+        spec = research_spec(sources=sources, on_branch_failure="close_without")
+        handle = await start_research(client, spec, task_queue)
+        state = await wait_for(handle, lambda s: s.pending_approval is not None)
+        await handle.cancel()
+    assert state.branches["structlog"].status.value == "failed"
+    assert state.evidence_sets[0].missing == ["structlog"]
+    assert state.pending_approval is not None
+    assert "without evidence from structlog" in state.pending_approval.preview
