@@ -291,6 +291,18 @@ async def test_late_bundle_makes_a_new_set_and_revision_and_the_old_approval_nev
     assert len(keys) == 1
     assert keys[0].startswith(f"{spec.article_id}:r2:")
     assert approvals == [("1", "superseded"), ("2", "approved")]
+    async with AsyncConnectionPool(migrated_database, min_size=1, max_size=1, open=False) as pool:
+        store = EvidenceStore(pool)
+        sets, drafts = await store.sets(spec.run_id), await store.drafts(spec.run_id)
+    assert [(s.version, s.manifest_hash) for s in sets] == [
+        (s.version, s.manifest_hash) for s in second.evidence_sets
+    ]
+    assert [(d.revision, d.evidence_set_version) for d in drafts] == [(1, 1), (2, 2)]
+    published = subprocess.run(
+        ["git", "-C", repo, "show", f"{tags(repo)[0]}:{drafts[1].path}"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert published == drafts[1].content  # what was stored as r2 is what was published
 
 
 async def test_conflicting_source_revision_is_a_conflict_and_duplicates_change_nothing(
