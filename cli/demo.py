@@ -19,6 +19,7 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 from ulid import ULID
 
+from adapters.source_trees import SourceTreeError, package_root, pin_git
 from cli._common import console, fail, settings
 from cli.progress import describe_event
 from cli.stack_commands import ensure_stack
@@ -54,10 +55,17 @@ def demo(
 ) -> None:
     """Research -> evidence -> draft -> approval -> publish -> verify, on real installed source."""
     config = settings("WARNING")
+    names = [p.strip() for p in packages.split(",") if p.strip()]
+    try:  # bad input gets one line before anything starts
+        for name in names:
+            package_root(name)
+        for path in git:
+            pin_git(str(path), "HEAD")
+    except SourceTreeError as err:
+        fail(str(err), code=2)
     with console.status("starting the embedded stack (Temporal, Postgres, worker, trigger)…"):
         state = ensure_stack(config)
     config = settings("WARNING")  # `up` writes the local docs site and editor on first start
-    names = [p.strip() for p in packages.split(",") if p.strip()]
     try:
         spec = ResearchSpec(
             run_id=str(ULID()),

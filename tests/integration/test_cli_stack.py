@@ -51,6 +51,11 @@ def test_bad_input_is_one_line_and_a_nonzero_exit(tmp_path: Path) -> None:
     assert bad_route.returncode == 2
     assert bad_route.stderr.strip().startswith("error: invalid release.model_route")
     assert len(bad_route.stderr.strip().splitlines()) == 1
+    for args in (["--packages", "no_such_package_here"], ["--git", str(tmp_path)]):
+        bad_source = gw(env, "demo", *args)
+        assert bad_source.returncode == 2, bad_source.stderr
+        assert len(bad_source.stderr.strip().splitlines()) == 1, bad_source.stderr
+        assert bad_source.stderr.startswith("error: ")
     no_stack = gw(env, "run", "show", "anything")
     assert no_stack.returncode == 1
     assert "groundwork up --detach" in no_stack.stderr
