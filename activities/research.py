@@ -7,6 +7,7 @@ records insert once per key, verification re-reads the destination.
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -46,9 +47,11 @@ class ResearchActivities:
 
     @activity.defn(name=PIN_SOURCES_ACTIVITY)
     async def pin_sources(self, sources: list[SourceTree]) -> list[PinnedSource]:
+        distributions = importlib.metadata.packages_distributions()
+
         def pin(source: SourceTree) -> PinnedSource:
             if source.package is not None:
-                locator, revision, files = pin_package(source.package)
+                locator, revision, files = pin_package(source.package, distributions)
             else:
                 assert source.git_path is not None
                 locator, revision, files = pin_git(source.git_path, source.rev)

@@ -13,6 +13,7 @@ import importlib.metadata
 import importlib.util
 import re
 import subprocess
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -69,13 +70,39 @@ class Tree:
     def search(self, pattern: str, max_hits: int = MAX_HITS) -> list[str]:
         regex = re.compile(pattern)
         hits: list[str] = []
-        for path in self.files():
-            for number, line in enumerate(self.read(path), start=1):
+        for path, lines in self._read_all():
+            for number, line in enumerate(lines, start=1):
                 if regex.search(line):
                     hits.append(f"{path}:{number}: {line.strip()}")
                     if len(hits) >= max_hits:
                         return hits
         return hits
+
+    def _read_all(self) -> Iterator[tuple[str, list[str]]]:
+        """Every source file in path order; a git tree is read by one `cat-file --batch`,
+        not one process per file (measured: 1.5 ms per `git show`)."""
+        paths = self.files()
+        if self.kind == "package":
+            for path in paths:
+                yield path, self.read(path)
+            return
+        request = "".join(f"{self.commit}:{path}\n" for path in paths).encode()
+        done = subprocess.run(
+            ["git", "-C", str(self.root), "cat-file", "--batch"],
+            input=request, capture_output=True, env=git_env(),
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise SourceTreeError(f"git cat-file in {self.root}: {done.stderr.decode()[:300]}")
+        out, offset = done.stdout, 0
+        for path in paths:
+            end = out.index(b"\n", offset)
+            header = out[offset:end].split()
+            offset = end + 1
+            if len(header) < 3 or header[1] != b"blob":
+                continue  # "missing": listed by ls-tree, so only a submodule or a race
+            size = int(header[2])
+            yield path, out[offset : offset + size].decode(errors="replace").splitlines()
+            offset += size + 1
 
 
 def open_tree(locator: str) -> Tree:
@@ -101,15 +128,24 @@ def package_root(package: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations))).resolve()
 
 
-def pin_package(package: str) -> tuple[str, str, int]:
-    """(locator, `<version>+<hash of the Python sources>`, files)."""
+def pin_package(
+    package: str, distributions: Mapping[str, list[str]] | None = None
+) -> tuple[str, str, int]:
+    """(locator, `<version>+<hash of the Python sources>`, files).
+
+    `distributions` is `importlib.metadata.packages_distributions()`, which scans every
+    installed distribution (measured: 76 ms here); pinning several packages passes it once.
+    """
     tree = Tree(f"package:{package}", "package", package_root(package))
     digest = hashlib.sha256()
     files = tree.files()
     for rel in files:
         digest.update(rel.encode() + b"\x00")
         digest.update(hashlib.sha256((tree.root / rel).read_bytes()).digest())
-    return tree.locator, f"{_version(package)}+{digest.hexdigest()[:16]}", len(files)
+    dists = (
+        distributions if distributions is not None else importlib.metadata.packages_distributions()
+    )
+    return tree.locator, f"{_version(package, dists)}+{digest.hexdigest()[:16]}", len(files)
 
 
 def pin_git(path: str, rev: str) -> tuple[str, str, int]:
@@ -122,9 +158,9 @@ def pin_git(path: str, rev: str) -> tuple[str, str, int]:
     return tree.locator, commit, len(tree.files())
 
 
-def _version(package: str) -> str:
+def _version(package: str, distributions: Mapping[str, list[str]]) -> str:
     top = package.split(".")[0]
-    for dist in importlib.metadata.packages_distributions().get(top, []):
+    for dist in distributions.get(top, []):
         try:
             return importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:

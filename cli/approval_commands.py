@@ -13,7 +13,7 @@ from temporalio.service import RPCError
 
 from adapters.approvals import ApprovalStore
 from cli._common import console, endpoints, fail, settings
-from contracts.approvals import ApprovalDecision, ApprovalRequest, DecisionResult, Verdict, sign
+from contracts.approvals import ApprovalRequest, DecisionResult, Verdict, signed_decision
 from contracts.run import RunState, workflow_id_for
 from workers.client import connect
 from workers.settings import Settings
@@ -99,13 +99,8 @@ def _decide(config: Settings, run_id: str, approval_id: str | None, verdict: Ver
             console.rule()
         if not yes and not typer.confirm(f"{verdict.value} exactly this as {who}?"):
             fail("nothing sent")
-        unsigned = ApprovalDecision(
-            approval_id=pending.approval_id, verdict=verdict, principal=who, subject=pending.subject,
-            revision=pending.revision, content_hash=pending.content_hash, destination=pending.destination,
-            scope=pending.scope, reason=reason,
-        )  # fmt: skip
-        decision = unsigned.model_copy(
-            update={"signature": sign(unsigned, approver.secret.get_secret_value())}
+        decision = signed_decision(
+            pending, verdict, who, approver.secret.get_secret_value(), reason
         )
         try:
             result = await handle.execute_update(

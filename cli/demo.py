@@ -23,7 +23,7 @@ from adapters.source_trees import SourceTreeError, package_root, pin_git
 from cli._common import console, fail, settings
 from cli.progress import describe_event
 from cli.stack_commands import ensure_stack
-from contracts.approvals import ApprovalDecision, ApprovalRequest, DecisionResult, Verdict, sign
+from contracts.approvals import ApprovalRequest, DecisionResult, Verdict, signed_decision
 from contracts.research import ResearchSpec, ResearchState, SourceTree
 from contracts.run import RunResult
 from workers.client import connect
@@ -209,14 +209,7 @@ async def _approve(
     if who is None or approver is None:
         console.print("[yellow]--yes: no local approver configured; approve by hand[/yellow]")
         return
-    unsigned = ApprovalDecision(
-        approval_id=pending.approval_id, verdict=Verdict.APPROVE, principal=who,
-        subject=pending.subject, revision=pending.revision, content_hash=pending.content_hash,
-        destination=pending.destination, scope=pending.scope,
-    )  # fmt: skip
-    decision = unsigned.model_copy(
-        update={"signature": sign(unsigned, approver.secret.get_secret_value())}
-    )
+    decision = signed_decision(pending, Verdict.APPROVE, who, approver.secret.get_secret_value())
     answer: DecisionResult = await handle.execute_update(
         "decide_approval", decision, result_type=DecisionResult
     )

@@ -103,6 +103,19 @@ def sign(decision: ApprovalDecision, secret: str) -> str:
     return hmac.new(secret.encode(), signing_payload(decision).encode(), hashlib.sha256).hexdigest()
 
 
+def signed_decision(
+    request: ApprovalRequest, verdict: Verdict, principal: str, secret: str, reason: str = ""
+) -> ApprovalDecision:
+    """A decision bound to every field of `request`, signed with the principal's secret:
+    what `groundwork approve` / `reject` and `groundwork demo --yes` send."""
+    unsigned = ApprovalDecision(
+        approval_id=request.approval_id, verdict=verdict, principal=principal,
+        subject=request.subject, revision=request.revision, content_hash=request.content_hash,
+        destination=request.destination, scope=request.scope, reason=reason,
+    )  # fmt: skip
+    return unsigned.model_copy(update={"signature": sign(unsigned, secret)})
+
+
 def binding_mismatch(request: ApprovalRequest, decision: ApprovalDecision) -> str | None:
     """Why a decision does not bind to this request, or None when every bound field matches."""
     if decision.subject != request.subject:

@@ -64,6 +64,24 @@ async def start(client: Client, run: RunSpec, task_queue: str) -> WorkflowHandle
 ROOT = Path(__file__).parents[1]
 
 
+def replayer() -> Any:
+    """A Replayer with every workflow the worker serves, configured as the worker is."""
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.worker import Replayer
+
+    from workers.worker import prepare_agents_sdk, sandbox_runner
+    from workflows.agent_run import AgentRunWorkflow
+    from workflows.research import ResearchWorkflow
+    from workflows.session import SessionWorkflow
+
+    prepare_agents_sdk()
+    return Replayer(
+        workflows=[AgentRunWorkflow, SessionWorkflow, ResearchWorkflow],
+        data_converter=pydantic_data_converter,
+        workflow_runner=sandbox_runner(),
+    )
+
+
 def spawn_worker(
     temporal_address: str, database_url: str, task_queue: str, log: Path, **env: str
 ) -> subprocess.Popen[bytes]:

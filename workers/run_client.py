@@ -21,16 +21,25 @@ async def start_run(
     """
     if not spec.policy and spec.release.agent in catalog.CATALOG:
         spec = spec.model_copy(update={"policy": catalog.policy_snapshot(spec.release.agent)})
+    return await start_once(
+        client, RUN_WORKFLOW_TYPE, spec, spec.run_id, task_queue,
+        agent=spec.release.agent, tenant=spec.tenant, release=spec.release.release_id,
+    )  # fmt: skip
+
+
+async def start_once(
+    client: Client, workflow_type: str, arg: Any, run_id: str, task_queue: str, *,
+    agent: str, tenant: str, release: str,
+) -> WorkflowHandle[Any, RunResult]:  # fmt: skip
+    """Start a run's workflow under `run-<run_id>`, or return the one already running; a
+    closed run's id is never reused: the run_id names one Run for good."""
     return await client.start_workflow(
-        RUN_WORKFLOW_TYPE,
-        spec,
-        id=workflow_id_for(spec.run_id),
+        workflow_type,
+        arg,
+        id=workflow_id_for(run_id),
         task_queue=task_queue,
         result_type=RunResult,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        # A closed run's id is never reused: the run_id names one Run for good.
         id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-        search_attributes=initial_attributes(
-            spec.release.agent, spec.tenant, spec.release.release_id
-        ),
+        search_attributes=initial_attributes(agent, tenant, release),
     )

@@ -382,7 +382,7 @@ async def test_research_pipeline_runs_on_the_openai_route(
 ) -> None:
     """`groundwork demo --model openai:<model>`: branches and editor on the real client."""
     from adapters.source_trees import open_tree
-    from contracts.approvals import ApprovalDecision, DecisionResult, Verdict, sign
+    from contracts.approvals import DecisionResult, Verdict, signed_decision
     from contracts.research import ResearchSpec, ResearchState, SourceTree
     from workers.research_client import start_research
 
@@ -418,12 +418,7 @@ async def test_research_pipeline_runs_on_the_openai_route(
         pending = state.pending_approval
         assert pending is not None
         assert state.branches["structlog"].rejected_citations == 1  # the invented line
-        unsigned = ApprovalDecision(
-            approval_id=pending.approval_id, verdict=Verdict.APPROVE, principal="erin",
-            subject=pending.subject, revision=pending.revision, content_hash=pending.content_hash,
-            destination=pending.destination, scope=pending.scope,
-        )  # fmt: skip
-        decision = unsigned.model_copy(update={"signature": sign(unsigned, "k")})
+        decision = signed_decision(pending, Verdict.APPROVE, "erin", "k")
         answer = await handle.execute_update(
             "decide_approval", decision, result_type=DecisionResult
         )

@@ -9,10 +9,9 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from tests.helpers import replayer
 from workers.worker import prepare_agents_sdk, sandbox_runner
 from workflows.agent_run import AgentRunWorkflow
-from workflows.research import ResearchWorkflow
-from workflows.session import SessionWorkflow
 
 HISTORIES = sorted((Path(__file__).parents[1] / "histories").glob("*.json"))
 
@@ -25,14 +24,8 @@ def test_there_are_committed_histories() -> None:
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 async def test_committed_history_replays(path: Path) -> None:
-    prepare_agents_sdk()
-    replayer = Replayer(
-        workflows=[AgentRunWorkflow, SessionWorkflow, ResearchWorkflow],
-        data_converter=pydantic_data_converter,
-        workflow_runner=sandbox_runner(),
-    )
     history = WorkflowHistory.from_json(path.stem, path.read_text())
-    result = await replayer.replay_workflow(history)
+    result = await replayer().replay_workflow(history)
     assert result.replay_failure is None
 
 

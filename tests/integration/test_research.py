@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import uuid
 from pathlib import Path
@@ -19,7 +20,7 @@ from temporalio.client import (
 )
 
 from adapters.evidence import EvidenceStore
-from contracts.approvals import ApprovalDecision, DecisionResult, Verdict, sign
+from contracts.approvals import ApprovalDecision, DecisionResult, Verdict, signed_decision
 from contracts.research import (
     EvidenceBundle,
     Finding,
@@ -30,7 +31,7 @@ from contracts.research import (
 )
 from contracts.run import RunResult
 from contracts.status import FailureReason, RunStatus
-from tests.helpers import running_worker, write_script
+from tests.helpers import replayer, running_worker, write_script
 from workers.research_client import start_research
 
 SECRET = "s3cret-for-tests"
@@ -77,19 +78,9 @@ async def wait_for(
         await asyncio.sleep(0.2)
 
 
-def decision_for(
-    state: ResearchState, verdict: Verdict = Verdict.APPROVE, **override: str
-) -> ApprovalDecision:
-    pending = state.pending_approval
-    assert pending is not None
-    fields = dict(
-        approval_id=pending.approval_id, verdict=verdict, principal="erin", subject=pending.subject,
-        revision=pending.revision, content_hash=pending.content_hash,
-        destination=pending.destination, scope=pending.scope,
-    )  # fmt: skip
-    fields.update(override)
-    unsigned = ApprovalDecision(**fields)  # type: ignore[arg-type]
-    return unsigned.model_copy(update={"signature": sign(unsigned, SECRET)})
+def decision_for(state: ResearchState, verdict: Verdict = Verdict.APPROVE) -> ApprovalDecision:
+    assert state.pending_approval is not None
+    return signed_decision(state.pending_approval, verdict, "erin", SECRET)
 
 
 async def decide(
@@ -101,25 +92,10 @@ async def decide(
     return result
 
 
-async def replays(handle: WorkflowHandle[Any, RunResult], name: str) -> None:
+async def replays(handle: WorkflowHandle[Any, RunResult]) -> None:
     """The run's own history replays on this code; GROUNDWORK_RECORD_HISTORIES keeps a copy."""
-    import os
-
-    from temporalio.contrib.pydantic import pydantic_data_converter
-    from temporalio.worker import Replayer
-
-    from workers.worker import prepare_agents_sdk, sandbox_runner
-    from workflows.agent_run import AgentRunWorkflow
-    from workflows.research import ResearchWorkflow
-
-    prepare_agents_sdk()
     history = await handle.fetch_history()
-    replayer = Replayer(
-        workflows=[ResearchWorkflow, AgentRunWorkflow],
-        data_converter=pydantic_data_converter,
-        workflow_runner=sandbox_runner(),
-    )
-    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
     record_to = os.environ.get("GROUNDWORK_RECORD_HISTORIES")
     if record_to:
@@ -166,7 +142,7 @@ async def test_flagship_publishes_one_verified_article(
         assert answer.accepted, answer.message
         result = await handle.result()
         final = await state_of(handle)
-        await replays(handle, "publish")
+        await replays(handle)
     assert result.status is RunStatus.COMPLETED
     assert final.verification is not None
     assert final.verification.verified
@@ -195,18 +171,18 @@ async def evidence_rows(database_url: str, research_id: str) -> list[EvidenceBun
         return await EvidenceStore(pool).bundles(research_id)
 
 
-@pytest.mark.parametrize(
-    "order", [("temporalio", "psycopg", "structlog"), ("structlog", "psycopg", "temporalio")]
-)
-async def test_branches_finishing_in_any_order_never_overwrite_each_others_evidence(
-    client: Client, task_queue: str, migrated_database: str, tmp_path: Path, order: tuple[str, ...]
-) -> None:
+ORDERS = (("temporalio", "psycopg", "structlog"), ("structlog", "psycopg", "temporalio"))
+
+
+async def _research_in_order(
+    client: Client, task_queue: str, database_url: str, tmp_path: Path, order: tuple[str, ...]
+) -> str:
     sources = [
         SourceTree(repo_id=repo, package=repo, branch_route=delayed_branch(tmp_path, 0.6 * rank))
         for rank, repo in enumerate(order)
     ]
     async with running_worker(
-        client, task_queue, migrated_database, targets=docs_site(tmp_path), approvers=APPROVERS
+        client, task_queue, database_url, targets=docs_site(tmp_path), approvers=APPROVERS
     ):
         spec = research_spec(sources=sources)
         handle = await start_research(client, spec, task_queue)
@@ -214,24 +190,27 @@ async def test_branches_finishing_in_any_order_never_overwrite_each_others_evide
         await handle.cancel()
     accepted = [e.data["repo_id"] for e in state.last_events if e.type == "EvidenceBundleAccepted"]
     assert accepted == list(order)  # they really did finish in this order
-    rows = await evidence_rows(migrated_database, spec.run_id)
+    rows = await evidence_rows(database_url, spec.run_id)
     assert sorted(r.repo_id for r in rows) == sorted(order)  # one immutable bundle per repo
     for row in rows:
         assert row.produced_by == f"{spec.run_id}.branch-{row.repo_id}"
         assert row.artifact_hash == bundle_hash(row.repo_id, row.source_revision, row.findings)
         assert row.source_revision == state.branches[row.repo_id].source_revision
         assert row.findings
-    # The set is a function of the evidence, not of the order it arrived in.
     manifests = {s.manifest_hash for s in state.evidence_sets}
     assert len(manifests) == 1
-    test_branches_finishing_in_any_order_never_overwrite_each_others_evidence.manifests.add(  # type: ignore[attr-defined]
-        (tuple(sorted(r.artifact_hash for r in rows)), manifests.pop())
-    )
-    seen = test_branches_finishing_in_any_order_never_overwrite_each_others_evidence.manifests  # type: ignore[attr-defined]
-    assert len({m for _, m in seen}) == 1
+    return manifests.pop()
 
 
-test_branches_finishing_in_any_order_never_overwrite_each_others_evidence.manifests = set()  # type: ignore[attr-defined]
+async def test_branches_finishing_in_any_order_never_overwrite_each_others_evidence(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path
+) -> None:
+    manifests = {
+        await _research_in_order(client, task_queue, migrated_database, tmp_path, order)
+        for order in ORDERS
+    }
+    # The set is a function of the evidence, not of the order it arrived in.
+    assert len(manifests) == 1
 
 
 async def test_late_bundle_makes_a_new_set_and_revision_and_the_old_approval_never_publishes(
@@ -272,7 +251,7 @@ async def test_late_bundle_makes_a_new_set_and_revision_and_the_old_approval_nev
         answer = await decide(handle, decision_for(second))
         assert answer.accepted, answer.message
         result = await handle.result()
-        await replays(handle, "late-bundle")
+        await replays(handle)
     assert result.status is RunStatus.COMPLETED
     repo = targets["docs-site"]["path"]
     assert len(tags(repo)) == 1
@@ -319,6 +298,12 @@ async def test_conflicting_source_revision_is_a_conflict_and_duplicates_change_n
         await handle.signal("deliver_bundle", sealed.ref())
         await wait_for(
             handle, lambda s: any(e.type == "EvidenceBundleDuplicate" for e in s.last_events)
+        )
+        # A ref nobody sealed (a wrong hash): refused, nothing changes.
+        forged = sealed.ref().model_copy(update={"artifact_hash": "0" * 64})
+        await handle.signal("deliver_bundle", forged)
+        await wait_for(
+            handle, lambda s: any(e.type == "EvidenceBundleRefused" for e in s.last_events)
         )
         # A bundle for the same repo at another revision (sealed by someone else).
         findings = [Finding(path="errors.py", line=1, excerpt="x")]
