@@ -115,7 +115,6 @@ class ApprovalsMixin(RunBase):
                     preview=binding.preview,
                 )
                 await self._record_approval(request)
-                self._last_request = request
                 self._pending_approval = request
                 self._state.pending_approval = request
                 self._transition(
@@ -179,8 +178,19 @@ class ApprovalsMixin(RunBase):
                     approval_id=request.approval_id,
                     by=decision.principal,
                 )
+                newer = self._latest_revision.get(request.subject, request.revision)
+                if (
+                    status is ApprovalStatus.APPROVED
+                    and approval_id not in self._ended
+                    and newer != request.revision
+                ):
+                    # A newer revision came while the grant was being recorded.
+                    self._ended[approval_id] = (
+                        ApprovalStatus.SUPERSEDED, "groundwork",
+                        f"superseded by revision {newer} after the grant",
+                    )  # fmt: skip
                 if status is ApprovalStatus.APPROVED and approval_id in self._ended:
-                    # Revoked after the grant but before the effect: the grant is void.
+                    # Revoked or superseded after the grant, before the effect: the grant is void.
                     return await self._end_without_decision(request, transition=False)
                 return decision
 

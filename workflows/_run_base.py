@@ -74,8 +74,6 @@ class RunBase:
     """Approvals ended without a decision: id -> (superseded|revoked, by, reason)."""
     _approval_lock: asyncio.Lock
     _delivered: dict[str, dict[int, Delivery]]
-    _last_request: ApprovalRequest | None
-    """The newest approval request asked for, whatever became of it."""
 
     def _init_run_parts(self) -> None:
         """The mixins' state, empty; every workflow built on RunBase calls this in __init__."""
@@ -89,7 +87,6 @@ class RunBase:
         self._approval_lock = asyncio.Lock()
         self._delivered = {}
         self._awaiting_resolution = set()
-        self._last_request = None
 
     def _exhaust(self, message: str) -> BudgetExhaustedError:
         self._must_fail = (FailureReason.BUDGET, message)

@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from definitions.editor import article_path, publish_article
     from definitions.governed import EffectDeclaration, effect_of
 
-from contracts.approvals import ApprovalStatus, Verdict
+from contracts.approvals import Verdict
 from contracts.effects import EffectStatus, NeedsApproval, PreparedCall
 from contracts.prepare import prepare
 from contracts.research import (
@@ -212,9 +212,7 @@ class ResearchWorkflow(EffectsMixin):
             assert isinstance(needed, NeedsApproval)
             decision = await self._await_approval(PUBLISH_TOOL, self._publish, needed, arguments)
             if self._changed:
-                if decision.verdict is Verdict.APPROVE:
-                    await self._void_grant(decision.approval_id)
-                continue
+                continue  # superseded, before or after its grant: the mixin recorded it
             if decision.verdict is Verdict.REJECT:
                 self._fail(
                     FailureReason.REJECTED,
@@ -511,24 +509,6 @@ class ResearchWorkflow(EffectsMixin):
         if not isinstance(decision, PreparedCall | NeedsApproval):
             self._fail(FailureReason.AGENT_ERROR, f"publish denied: {decision.reason}")
         return decision
-
-    async def _void_grant(self, approval_id: str) -> None:
-        """A grant for a revision that a late bundle replaced never publishes."""
-        request = self._last_request
-        if request is not None and request.approval_id == approval_id:
-            reason = f"superseded by revision {self._revision + 1} after the grant"
-            self._ended[approval_id] = (ApprovalStatus.SUPERSEDED, "groundwork", reason)
-            await self._record_approval(
-                request.model_copy(
-                    update={
-                        "status": ApprovalStatus.SUPERSEDED,
-                        "decided_by": "groundwork",
-                        "decided_at": workflow.now(),
-                        "reason": reason,
-                    }
-                )
-            )
-        self._event("ApprovalSuperseded", approval_id=approval_id, after_grant=True)
 
     async def _publish_and_verify(self, draft: Draft, arguments: dict[str, Any]) -> RunResult:
         self._publishing = True
