@@ -17,7 +17,7 @@ from activities._context import activity_logger
 from activities._faults import armed, crash_point
 from activities._heartbeat import heartbeating
 from activities.tool_call import find_tool
-from adapters.ledger import AlreadySettled, Claimed, EffectLedger, KeyConflict
+from adapters.ledger import AlreadySettled, Claimed, EffectLedger, KeyConflict, Settled
 from adapters.targets import (
     Committed,
     NotCommitted,
@@ -107,14 +107,28 @@ class EffectActivities:
             )
         assert isinstance(claim, Claimed)
         log = log.bind(effect_attempt=claim.attempt, fence=claim.fence)
-        log.info("effect_claimed", status_from=claim.previous_status.value, status_to="dispatching")
+        # A first claim is routine and its outcome line carries status_from; a re-claim
+        # (the previous attempt died or lost its answer) is worth a line of its own.
+        claimed_at = log.info if claim.previous_status is not EffectStatus.PREPARED else log.debug
+        claimed_at(
+            "effect_claimed", status_from=claim.previous_status.value, status_to="dispatching"
+        )
         crash_point("after_intent")
 
-        def settle(status: EffectStatus, **fields: Any) -> Any:
-            return self._ledger.settle(
+        async def settle(status: EffectStatus, via: str = "execute", **fields: Any) -> Settled:
+            settled = await self._ledger.settle(
                 call.effect_key, claim.fence, status, run_id=call.run_id,
                 activity_attempt=info.attempt, **fields,
             )  # fmt: skip
+            # One line per outcome: the transition this attempt made (or was refused).
+            routine = status is EffectStatus.SUCCEEDED and not settled.stale
+            (log.info if routine else log.warning)(
+                "effect_settled", status_from=claim.previous_status.value,
+                status_to=settled.record.status.value, wanted=status.value, via=via,
+                stale=settled.stale, external_ref=settled.record.external_ref,
+                error=fields.get("error"), last_attempt=last_attempt,
+            )  # fmt: skip
+            return settled
 
         try:
             target = self._targets.get(call.target)
@@ -128,25 +142,22 @@ class EffectActivities:
             if isinstance(found, Committed):
                 if found.request_hash and found.request_hash != call.request_hash:
                     settled = await settle(
-                        EffectStatus.CONFLICT, error="target holds the key with another request"
-                    )
+                        EffectStatus.CONFLICT, via="reconcile",
+                        error="target holds the key with another request",
+                    )  # fmt: skip
                     return _from_record(
                         settled.record, "the target holds this key for a different request"
                     )
                 settled = await settle(
-                    EffectStatus.SUCCEEDED, external_ref=found.external_ref,
+                    EffectStatus.SUCCEEDED, via="reconcile", external_ref=found.external_ref,
                     receipt={"external_ref": found.external_ref, **found.details, "reconciled": True},
                     domain_event=call.domain_event,
                 )  # fmt: skip
-                log.info(
-                    "effect_settled", status_to="succeeded", via="reconcile", stale=settled.stale
-                )
                 return _from_record(settled.record, "found committed at the target; not sent again")
             if isinstance(found, Unknown):
                 settled = await settle(
-                    EffectStatus.REQUIRES_HUMAN, error=f"reconcile: {found.reason}"
+                    EffectStatus.REQUIRES_HUMAN, via="reconcile", error=f"reconcile: {found.reason}"
                 )
-                log.warning("effect_requires_human", reason=found.reason)
                 return _from_record(
                     settled.record, f"the target cannot tell whether it committed: {found.reason}"
                 )
@@ -169,7 +180,6 @@ class EffectActivities:
         except TargetTransientError as err:
             status = EffectStatus.FAILED if last_attempt else EffectStatus.PREPARED
             settled = await settle(status, error=str(err))
-            log.warning("effect_transient", error=str(err), last_attempt=last_attempt)
             if last_attempt:
                 return _from_record(settled.record, f"target kept failing: {err}")
             raise ApplicationError(
@@ -178,7 +188,6 @@ class EffectActivities:
         except TargetUnknownError as err:
             status = EffectStatus.REQUIRES_HUMAN if last_attempt else EffectStatus.UNKNOWN
             settled = await settle(status, error=str(err))
-            log.warning("effect_unknown", error=str(err), last_attempt=last_attempt)
             if last_attempt:
                 return _from_record(settled.record, f"outcome unknown after retries: {err}")
             # The next attempt reconciles with the target before it sends anything.
@@ -191,9 +200,7 @@ class EffectActivities:
             domain_event=call.domain_event,
         )  # fmt: skip
         if settled.stale:
-            log.warning("effect_stale_settle_rejected", current_status=settled.record.status.value)
             return _from_record(settled.record, "a newer attempt owns this effect")
-        log.info("effect_settled", status_to="succeeded", external_ref=receipt.external_ref)
         crash_point("after_settle")
         return _from_record(settled.record, "committed")
 

@@ -5,10 +5,13 @@ Each public method opens its own transaction; the `_txn` twins run inside one.
 
 from __future__ import annotations
 
+import contextlib
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg.errors import NoDataFound
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
@@ -26,6 +29,13 @@ _COLUMNS = (
     "effect_key, run_id, tool_name, target, effect_class, request_hash, status, attempt, fence,"
     " external_ref, last_error, created_at, updated_at, request, receipt"
 )
+
+
+_RETURNED = (
+    "effect_key", "run_id", "tool_name", "target", "effect_class", "request_hash", "status",
+    "attempt", "fence", "external_ref", "last_error", "created_at", "updated_at", "receipt",
+)  # fmt: skip
+"""The effect columns groundwork_claim_effect and groundwork_settle_effect return, in order."""
 
 
 @dataclass(frozen=True)
@@ -71,71 +81,36 @@ class EffectLedger:
         self._pool = pool
 
     async def claim(self, call: PreparedCall, activity_attempt: int) -> Claim:
-        async with self._pool.connection() as conn, conn.transaction():
-            return await self._claim_txn(conn, call, activity_attempt)
+        """Insert the intent or lock the row, decide, and log the attempt: one transaction.
 
-    async def _claim_txn(
-        self, conn: AsyncConnection[Any], call: PreparedCall, activity_attempt: int
-    ) -> Claim:
-        # One statement inserts the intent or locks the existing row, and returns it either way.
-        cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(
-            "INSERT INTO effects (effect_key, run_id, tool_name, target, effect_class, request_hash,"
-            " request, status) VALUES (%s, %s, %s, %s, %s, %s, %s, 'prepared')"
-            " ON CONFLICT (effect_key) DO UPDATE SET effect_key = EXCLUDED.effect_key"
-            f" RETURNING {_COLUMNS}",
-            (
-                call.effect_key,
-                call.run_id,
-                call.tool_name,
-                call.target,
-                call.effect_class.value,
-                call.request_hash,
-                Jsonb({"tool": call.tool_name, "arguments": call.arguments}),
-            ),
-        )
-        row = await cur.fetchone()
+        A different request hash on the key -> KeyConflict; a row already succeeded,
+        conflicted or waiting for a human -> AlreadySettled; otherwise the row goes to
+        `dispatching` with attempt and fence bumped, committed before anything is sent.
+        """
+        async with self._pool.connection() as conn, _statement(conn):
+            cur = await conn.execute(
+                "SELECT * FROM groundwork_claim_effect(%s, %s, %s, %s, %s, %s, %s, %s)",
+                (
+                    call.effect_key,
+                    call.run_id,
+                    call.tool_name,
+                    call.target,
+                    call.effect_class.value,
+                    call.request_hash,
+                    Jsonb({"tool": call.tool_name, "arguments": call.arguments}),
+                    activity_attempt,
+                ),
+            )
+            row = await cur.fetchone()
         if row is None:
             raise LedgerError(f"effect {call.effect_key} vanished during claim")
-        record = EffectRecord.model_validate(row)
-        if record.request_hash != call.request_hash:
-            await self._attempt_txn(
-                conn,
-                record,
-                activity_attempt,
-                "claim",
-                "conflict",
-                {"request_hash": call.request_hash},
-            )
+        kind, previous = row[0], EffectStatus(row[1])
+        if kind == "claimed":  # the common case needs no record: attempt and fence are enough
+            return Claimed(fence=int(row[10]), attempt=int(row[9]), previous_status=previous)
+        record = EffectRecord.model_validate(dict(zip(_RETURNED, row[2:], strict=True)))
+        if kind == "conflict":
             return KeyConflict(record, call.request_hash)
-        if record.status in (
-            EffectStatus.SUCCEEDED,
-            EffectStatus.CONFLICT,
-            EffectStatus.REQUIRES_HUMAN,
-        ):
-            await self._attempt_txn(
-                conn, record, activity_attempt, "claim", f"already_{record.status.value}", {}
-            )
-            return AlreadySettled(record)
-        # Bump attempt and fence and log the attempt in one round trip.
-        bumped = await conn.execute(
-            "WITH bumped AS (UPDATE effects SET status = 'dispatching', attempt = attempt + 1,"
-            " fence = fence + 1, updated_at = now() WHERE effect_key = %s RETURNING attempt, fence)"
-            " INSERT INTO effect_attempts (effect_key, attempt, fence, activity_attempt, phase, outcome, detail)"
-            " SELECT %s, attempt, fence, %s, 'claim', 'dispatching', %s FROM bumped RETURNING attempt, fence",
-            (
-                call.effect_key,
-                call.effect_key,
-                activity_attempt,
-                Jsonb({"previous": record.status.value}),
-            ),
-        )
-        counters = await bumped.fetchone()
-        assert counters is not None
-        claimed = Claimed(
-            fence=int(counters[1]), attempt=int(counters[0]), previous_status=record.status
-        )
-        return claimed
+        return AlreadySettled(record)
 
     async def settle(
         self,
@@ -150,58 +125,34 @@ class EffectLedger:
         error: str | None = None,
         domain_event: str | None = None,
     ) -> Settled:
-        """Write the outcome if `fence` still owns the row; append the domain event with it."""
-        async with self._pool.connection() as conn, conn.transaction():
+        """Write the outcome if `fence` still owns the row; append the domain event with it.
+
+        A stale fence changes nothing but the attempt log and returns the current row.
+        """
+        async with self._pool.connection() as conn, _statement(conn):
             cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(
-                "UPDATE effects SET status = %s, external_ref = COALESCE(%s, external_ref),"
-                " receipt = COALESCE(%s, receipt), last_error = %s, updated_at = now()"
-                " WHERE effect_key = %s AND fence = %s AND status = 'dispatching'"
-                f" RETURNING {_COLUMNS}",
-                (
-                    status.value,
-                    external_ref,
-                    Jsonb(receipt) if receipt is not None else None,
-                    error,
-                    effect_key,
-                    fence,
-                ),
-            )
-            updated = await cur.fetchone()
-            record = (
-                EffectRecord.model_validate(updated)
-                if updated is not None
-                else await self._get_txn(conn, effect_key, lock=False)
-            )
-            if record is None:
-                raise LedgerError(f"effect {effect_key} not found at settle")
-            if updated is None:
-                await conn.execute(
-                    "INSERT INTO effect_attempts (effect_key, attempt, fence, activity_attempt, phase,"
-                    " outcome, detail) VALUES (%s, %s, %s, %s, 'settle', 'stale_fence_rejected', %s)",
-                    (effect_key, record.attempt, fence, activity_attempt,
-                     Jsonb({"wanted": status.value, "current_fence": record.fence})),
-                )  # fmt: skip
-                return Settled(record, stale=True)
-            attempt_row = (effect_key, record.attempt, fence, activity_attempt, status.value,
-                           Jsonb({"external_ref": external_ref, "error": error}))  # fmt: skip
-            if status is EffectStatus.SUCCEEDED and domain_event:
-                # The attempt and the domain event in one round trip, in this transaction.
-                await conn.execute(
-                    "WITH logged AS (INSERT INTO effect_attempts (effect_key, attempt, fence,"
-                    " activity_attempt, phase, outcome, detail) VALUES (%s, %s, %s, %s, 'settle', %s, %s))"
-                    " INSERT INTO run_events (run_id, type, effect_key, data) VALUES (%s, %s, %s, %s)"
-                    " ON CONFLICT (effect_key, type) WHERE effect_key IS NOT NULL DO NOTHING",
-                    (*attempt_row, run_id, domain_event, effect_key,
-                     _event_data(external_ref, record)),
-                )  # fmt: skip
-            else:
-                await conn.execute(
-                    "INSERT INTO effect_attempts (effect_key, attempt, fence, activity_attempt, phase,"
-                    " outcome, detail) VALUES (%s, %s, %s, %s, 'settle', %s, %s)",
-                    attempt_row,
+            try:
+                await cur.execute(
+                    "SELECT * FROM groundwork_settle_effect(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    (
+                        effect_key,
+                        fence,
+                        status.value,
+                        run_id,
+                        activity_attempt,
+                        external_ref,
+                        Jsonb(receipt) if receipt is not None else None,
+                        error,
+                        domain_event,
+                    ),
                 )
-            return Settled(record, stale=False)
+            except NoDataFound as err:
+                raise LedgerError(f"effect {effect_key} not found at settle") from err
+            row = await cur.fetchone()
+        if row is None:
+            raise LedgerError(f"effect {effect_key} not found at settle")
+        stale = bool(row.pop("stale"))
+        return Settled(EffectRecord.model_validate(row), stale=stale)
 
     async def resolve(
         self, run_id: str, resolution: ResolveEffectInput, domain_event: str
@@ -303,24 +254,6 @@ class EffectLedger:
         row = await cur.fetchone()
         return EffectRecord.model_validate(row) if row else None
 
-    async def _attempt_txn(
-        self, conn: AsyncConnection[Any], record: EffectRecord, activity_attempt: int,
-        phase: str, outcome: str, detail: dict[str, Any],
-    ) -> None:  # fmt: skip
-        await conn.execute(
-            "INSERT INTO effect_attempts (effect_key, attempt, fence, activity_attempt, phase, outcome, detail)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            (
-                record.effect_key,
-                record.attempt,
-                record.fence,
-                activity_attempt,
-                phase,
-                outcome,
-                Jsonb(detail),
-            ),
-        )
-
     async def _event_txn(
         self, conn: AsyncConnection[Any], run_id: str, event_type: str, effect_key: str,
         external_ref: str | None, record: EffectRecord,
@@ -330,6 +263,12 @@ class EffectLedger:
             " ON CONFLICT (effect_key, type) WHERE effect_key IS NOT NULL DO NOTHING",
             (run_id, event_type, effect_key, _event_data(external_ref, record)),
         )
+
+
+def _statement(conn: AsyncConnection[Any]) -> AbstractAsyncContextManager[Any]:
+    """One statement is its own transaction in autocommit (one round trip, as the worker's
+    pool runs); a pool without autocommit gets an explicit transaction so nothing is left open."""
+    return contextlib.nullcontext() if conn.autocommit else conn.transaction()
 
 
 def _event_data(external_ref: str | None, record: EffectRecord) -> Jsonb:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -227,3 +228,80 @@ async def test_policy_snapshot_is_pinned_at_start_and_cannot_downgrade_an_effect
         history = await pinned.fetch_history()
     started = history.events[0].workflow_execution_started_event_attributes.input.payloads[0].data
     assert json.loads(started)["policy"]["publish_note"]["effect_class"] == "write"
+
+
+async def test_each_dispatch_logs_its_transition_with_run_effect_attempt_and_fence(
+    migrated_database: str, target_url: str, ledger: EffectLedger
+) -> None:
+    """The worker's own JSON logging, around the real dispatch activity and the HTTP target:
+    an answer lost after the commit, then the retry that reconciles it."""
+    import dataclasses
+    import io
+    import uuid
+    from datetime import UTC, datetime, timedelta
+
+    import structlog
+    from temporalio.exceptions import ApplicationError
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.effects import EffectActivities
+    from adapters.targets.registry import TargetConfig, TargetRegistry
+    from contracts.effects import EFFECT_DISPATCH_ACTIVITY, EffectDispatchInput, PreparedCall
+    from contracts.prepare import prepare
+    from contracts.run import EffectClass, ToolPolicy
+    from workers.logs import configure_logging
+
+    run_id = f"logs-{uuid.uuid4().hex[:8]}"
+    arguments = _args(run_id)
+    key = note_effect_key(arguments)
+    call = prepare(
+        run_id=run_id, agent_name="notes-writer", owner_agent="notes-writer",
+        tool_name="publish_note", call_id="c1", arguments=arguments,
+        policy=ToolPolicy(effect_class=EffectClass.IDEMPOTENT_WRITE), target="notes",
+        effect_key=key, domain_event="NotePublished", now=datetime.now(UTC),
+        timeout=timedelta(seconds=30),
+    )  # fmt: skip
+    assert isinstance(call, PreparedCall)
+    _fault(target_url, mode="commit_then_drop", times=1, key_prefix=key, method="POST")
+    targets = TargetRegistry({"notes": TargetConfig(kind="http", base_url=target_url, timeout_s=3)})
+    acts = EffectActivities(ledger, targets)
+    env = ActivityEnvironment()
+    base = dataclasses.replace(
+        ActivityEnvironment.default_info(), activity_type=EFFECT_DISPATCH_ACTIVITY,
+        workflow_id=f"run-{run_id}", workflow_type="AgentRun",
+    )  # fmt: skip
+    buf = io.StringIO()
+    saved_config, saved_handlers = structlog.get_config(), logging.getLogger().handlers[:]
+    saved_level = logging.getLogger().level
+    configure_logging("INFO", stream=buf)
+    try:
+        env.info = dataclasses.replace(base, attempt=1)
+        with pytest.raises(ApplicationError, match="unknown"):
+            await env.run(acts.dispatch, EffectDispatchInput(call=call, max_attempts=5))
+        env.info = dataclasses.replace(base, attempt=2)
+        outcome = await env.run(acts.dispatch, EffectDispatchInput(call=call, max_attempts=5))
+    finally:
+        structlog.configure(**saved_config)
+        logging.getLogger().handlers[:] = saved_handlers
+        logging.getLogger().setLevel(saved_level)
+        await targets.close()
+    assert outcome.status is EffectStatus.SUCCEEDED
+    assert _commits(target_url, key) == 1
+    lines = [json.loads(line) for line in buf.getvalue().splitlines()]
+    ours = [line for line in lines if line.get("effect_key") == key]
+    for line in ours:
+        assert line["run_id"] == run_id
+        assert line["workflow_id"] == f"run-{run_id}"
+        assert line["activity"] == EFFECT_DISPATCH_ACTIVITY
+    steps = [(ln["event"], ln["attempt"], ln.get("fence"), ln.get("status_from"), ln.get("status_to"))
+             for ln in ours if ln["event"] != "effect_reconciled"]  # fmt: skip
+    assert steps == [
+        # attempt 1: a first claim is a debug line; its outcome names the transition
+        ("effect_settled", 1, 1, "prepared", "unknown"),
+        # attempt 2: a re-claim is logged, then what reconciling found and settled
+        ("effect_claimed", 2, 2, "unknown", "dispatching"),
+        ("effect_settled", 2, 2, "unknown", "succeeded"),
+    ]
+    assert ours[-1]["via"] == "reconcile"
+    assert ours[0]["level"] == "warning"
+    assert ours[-1]["level"] == "info"
