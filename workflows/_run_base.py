@@ -116,15 +116,19 @@ class RunBase:
         self._state.status = target
         self._state.waiting_reason = waiting_reason
         self._event(event, status_from=previous.value, status_to=target.value, **data)
-        workflow.upsert_search_attributes(
-            [
-                GW_STATUS.value_set(target.value),
-                GW_WAITING_REASON.value_set(waiting_reason.value if waiting_reason else ""),
-                GW_AGENT.value_set(self._spec.release.agent),
-                GW_TENANT.value_set(self._spec.tenant),
-                GW_RELEASE.value_set(self._spec.release.release_id),
-            ]
+        wanted = (
+            (GW_STATUS, target.value),
+            (GW_WAITING_REASON, waiting_reason.value if waiting_reason else ""),
+            (GW_AGENT, self._spec.release.agent),
+            (GW_TENANT, self._spec.tenant),
+            (GW_RELEASE, self._spec.release.release_id),
         )
+        # Only what changed: the start set agent, tenant and release (workers.run_client),
+        # and every upserted value is one more visibility write on the server.
+        current = workflow.info().typed_search_attributes
+        changed = [key.value_set(value) for key, value in wanted if current.get(key) != value]
+        if changed:
+            workflow.upsert_search_attributes(changed)
         workflow.logger.info(
             "run status %s -> %s", previous.value, target.value, extra={"run_id": self._spec.run_id}
         )
