@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections import OrderedDict
+from collections.abc import AsyncIterator
 from typing import Any
 
+from psycopg.errors import ForeignKeyViolation
 from psycopg_pool import AsyncConnectionPool
 
 from contracts.hashing import canonical_json, parse_blob_marker, sha256_hex, transcript_ref
@@ -14,11 +18,54 @@ class TranscriptMissingError(LookupError):
     """A ref that history names is not in the store (database reset or wrong database)."""
 
 
+@contextlib.asynccontextmanager
+async def _no_transaction() -> AsyncIterator[None]:
+    yield
+
+
+class _TranscriptCache:
+    """Recently written transcripts by ref, as their canonical JSON bodies, least recently
+    used out first, bounded by the bytes of the bodies each entry holds.
+
+    A run's next model turn usually lands on the same worker (sticky workflow queue), so its
+    parent is here and is not read back from Postgres. Entries hold immutable strings: a
+    caller gets fresh dicts every time and cannot change what the next turn sees.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self._max = max_bytes
+        self._entries: OrderedDict[str, tuple[tuple[str, ...], int, int]] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, ref: str) -> tuple[tuple[str, ...], int] | None:
+        entry = self._entries.get(ref)
+        if entry is None:
+            return None
+        self._entries.move_to_end(ref)
+        return entry[0], entry[1]
+
+    def put(self, ref: str, bodies: tuple[str, ...], depth: int) -> None:
+        size = sum(len(b) for b in bodies)
+        if ref in self._entries or size > self._max:
+            return
+        self._entries[ref] = (bodies, depth, size)
+        self._bytes += size
+        while self._bytes > self._max and self._entries:
+            _, (_, _, dropped) = self._entries.popitem(last=False)
+            self._bytes -= dropped
+
+    def discard(self, ref: str) -> None:
+        entry = self._entries.pop(ref, None)
+        if entry is not None:
+            self._bytes -= entry[2]
+
+
 class TranscriptStore:
     """Postgres-backed, content-addressed; every write is an idempotent upsert."""
 
-    def __init__(self, pool: AsyncConnectionPool) -> None:
+    def __init__(self, pool: AsyncConnectionPool, cache_bytes: int = 64 * 1024 * 1024) -> None:
         self._pool = pool
+        self._cache = _TranscriptCache(cache_bytes)
 
     async def put_blob(self, body: str) -> str:
         digest = sha256_hex(body)
@@ -47,34 +94,54 @@ class TranscriptStore:
     async def append(
         self, run_id: str, parent_ref: str | None, items: list[dict[str, Any]]
     ) -> tuple[str, list[dict[str, Any]]]:
-        """Store items after parent_ref; return the new ref and the whole transcript."""
+        """Store items after parent_ref; return the new ref and the whole transcript.
+
+        Nodes are immutable and named by their content, so a parent this worker has seen is
+        taken from memory; the write is one statement (blobs and node together, atomic in
+        autocommit), and the parent's foreign key still proves the parent is stored.
+        """
         bodies = [canonical_json(item) for item in items]
         digests = [sha256_hex(b) for b in bodies]
         ref = transcript_ref(parent_ref, digests)
-        async with self._pool.connection() as conn, conn.transaction():
-            prefix: list[dict[str, Any]] = []
-            depth = 0
-            if parent_ref is not None:
-                prefix, depth = await self._load_txn(conn, parent_ref)
-            if bodies:
-                await conn.cursor().executemany(
-                    "INSERT INTO blobs (digest, body, size_bytes) VALUES (%s, %s, %s)"
-                    " ON CONFLICT (digest) DO NOTHING",
-                    [(d, b, len(b.encode())) for d, b in zip(digests, bodies, strict=True)],
-                )
-            await conn.execute(
-                "INSERT INTO transcript_nodes (ref, parent_ref, run_id, item_digests, depth)"
-                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (ref) DO NOTHING",
-                (ref, parent_ref, run_id, digests, depth + 1),
-            )
-        return ref, prefix + [json.loads(b) for b in bodies]
+        prefix: tuple[str, ...] = ()
+        depth = 0
+        if parent_ref is not None:
+            cached = self._cache.get(parent_ref)
+            if cached is None:
+                async with self._pool.connection() as conn:
+                    loaded, depth = await self._load_bodies(conn, parent_ref)
+                prefix = tuple(loaded)
+            else:
+                prefix, depth = cached
+        async with self._pool.connection() as conn:
+            try:
+                async with conn.transaction() if not conn.autocommit else _no_transaction():
+                    await conn.execute(
+                        "WITH stored AS (INSERT INTO blobs (digest, body, size_bytes)"
+                        " SELECT * FROM unnest(%s::text[], %s::text[], %s::integer[])"
+                        " ON CONFLICT (digest) DO NOTHING)"
+                        " INSERT INTO transcript_nodes (ref, parent_ref, run_id, item_digests, depth)"
+                        " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (ref) DO NOTHING",
+                        (digests, bodies, [len(b.encode()) for b in bodies],
+                         ref, parent_ref, run_id, digests, depth + 1),
+                    )  # fmt: skip
+            except ForeignKeyViolation as err:
+                if parent_ref is not None:
+                    self._cache.discard(parent_ref)
+                raise TranscriptMissingError(f"transcript {parent_ref} not found") from err
+        transcript = (*prefix, *bodies)
+        self._cache.put(ref, transcript, depth + 1)
+        return ref, [json.loads(b) for b in transcript]
 
     async def load(self, ref: str) -> list[dict[str, Any]]:
+        cached = self._cache.get(ref)
+        if cached is not None:
+            return [json.loads(b) for b in cached[0]]
         async with self._pool.connection() as conn:
-            items, _ = await self._load_txn(conn, ref)
-        return items
+            bodies, _ = await self._load_bodies(conn, ref)
+        return [json.loads(b) for b in bodies]
 
-    async def _load_txn(self, conn: Any, ref: str) -> tuple[list[dict[str, Any]], int]:
+    async def _load_bodies(self, conn: Any, ref: str) -> tuple[list[str], int]:
         cur = await conn.execute(
             "WITH RECURSIVE chain AS ("
             "  SELECT ref, parent_ref, item_digests, depth FROM transcript_nodes WHERE ref = %s"
@@ -92,7 +159,7 @@ class TranscriptStore:
         head = await cur.fetchone()
         if head is None:
             raise TranscriptMissingError(f"transcript {ref} not found")
-        return [json.loads(row[2]) for row in rows], int(head[0])
+        return [row[2] for row in rows], int(head[0])
 
     async def expand_markers(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Replace tool outputs stored by reference with their full text, for the model's eyes."""

@@ -31,6 +31,7 @@ from adapters.models.routes import ModelRouterConfig
 from adapters.targets.registry import TargetRegistry
 from adapters.transcripts import TranscriptStore
 from adapters.waits import WaitStore
+from workers import code_cache
 from workers.client import connect
 from workers.relay import relay_forever
 from workers.settings import Settings
@@ -48,6 +49,7 @@ PASSTHROUGH_MODULES = ("agents", "openai", "definitions", "contracts", "httpx", 
 
 
 def sandbox_runner() -> SandboxedWorkflowRunner:
+    code_cache.install()
     return SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
     )
