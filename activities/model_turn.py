@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -23,7 +24,9 @@ from adapters.models import ModelRouter, RouteError
 from adapters.models.retry_posture import classify_http_status
 from adapters.models.scripted import ScriptExhaustedError
 from adapters.transcripts import TranscriptMissingError, TranscriptStore
+from contracts.hashing import content_hash
 from contracts.model_turn import (
+    CONTEXT_FIELDS,
     MODEL_TURN_ACTIVITY,
     FunctionToolSpec,
     HandoffSpec,
@@ -31,6 +34,7 @@ from contracts.model_turn import (
     ModelTurnResult,
     OutputSchemaSpec,
     TurnUsage,
+    turn_context,
 )
 
 
@@ -90,10 +94,33 @@ class ModelTurnActivities:
         self._router = router
         self._transcripts = transcripts
 
+    async def _with_context(self, turn: ModelTurnInput) -> ModelTurnInput:
+        """The turn with its agent context in place: stored on first sight, read back after."""
+        if turn.context_digest is None:  # started before turns carried a digest
+            return turn
+        if turn.context_elided:
+            body = await self._transcripts.get_context(turn.context_digest)
+            stored = json.loads(body)
+            return ModelTurnInput.model_validate(
+                {**turn.model_dump(exclude=set(CONTEXT_FIELDS)), **stored, "context_elided": False}
+            )
+        context = turn_context(turn)
+        if content_hash(context) != turn.context_digest:
+            raise ApplicationError(
+                f"turn context digest {turn.context_digest} does not match its content",
+                type="ContextDigestMismatch", non_retryable=True,
+            )  # fmt: skip
+        # Stored in its own key order, not the canonical one: providers cache prompts by
+        # exact prefix, and the tools must reach them byte for byte as on the first turn.
+        body = json.dumps(context, separators=(",", ":"), ensure_ascii=False)
+        await self._transcripts.put_context(turn.context_digest, body)
+        return turn
+
     @activity.defn(name=MODEL_TURN_ACTIVITY)
     async def model_turn(self, turn: ModelTurnInput) -> ModelTurnResult:
         log = activity_logger(step=turn.step, route=turn.model_route)
         try:
+            turn = await self._with_context(turn)
             ref, items = await self._transcripts.append(
                 turn.run_id, turn.parent_ref, turn.new_items
             )

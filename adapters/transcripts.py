@@ -66,6 +66,7 @@ class TranscriptStore:
     def __init__(self, pool: AsyncConnectionPool, cache_bytes: int = 64 * 1024 * 1024) -> None:
         self._pool = pool
         self._cache = _TranscriptCache(cache_bytes)
+        self._contexts: dict[str, str] = {}
 
     async def put_blob(self, body: str) -> str:
         digest = sha256_hex(body)
@@ -76,6 +77,35 @@ class TranscriptStore:
                 (digest, body, len(body.encode())),
             )
         return digest
+
+    async def put_context(self, digest: str, body: str) -> None:
+        """A model turn's agent context (instructions, tools, ...), stored once.
+
+        `digest` is the hash of its canonical JSON while `body` keeps its own key order, so
+        it lives under `ctx:<digest>`, apart from the blobs named by the hash of their body.
+        """
+        if digest in self._contexts:
+            return
+        async with self._pool.connection() as conn:
+            await conn.execute(
+                "INSERT INTO blobs (digest, body, size_bytes) VALUES (%s, %s, %s)"
+                " ON CONFLICT (digest) DO NOTHING",
+                (f"ctx:{digest}", body, len(body.encode())),
+            )
+        self._remember_context(digest, body)
+
+    async def get_context(self, digest: str) -> str:
+        body = self._contexts.get(digest)
+        if body is None:
+            key = f"ctx:{digest}"
+            body = (await self.get_blobs([key]))[key]
+            self._remember_context(digest, body)
+        return body
+
+    def _remember_context(self, digest: str, body: str) -> None:
+        self._contexts[digest] = body
+        if len(self._contexts) > 512:  # agents x instruction variants; a few KB each
+            self._contexts.pop(next(iter(self._contexts)))
 
     async def get_blobs(self, digests: list[str]) -> dict[str, str]:
         if not digests:

@@ -51,6 +51,30 @@ class ModelTurnInput(BaseModel):
     output_schema: OutputSchemaSpec | None = None
     previous_response_id: str | None = None
     conversation_id: str | None = None
+    context_digest: str | None = None
+    """content_hash of turn_context(): instructions, settings, tools, handoffs, output schema."""
+    context_elided: bool = False
+    """True when those fields are left out because an earlier turn of this run stored them
+    under context_digest; the activity reads them back by digest. They are the same every
+    turn of an agent, and were ~60 % of a model turn's bytes in history."""
+
+
+CONTEXT_FIELDS = ("system_instructions", "model_settings", "tools", "handoffs", "output_schema")
+
+
+def turn_context(turn: ModelTurnInput) -> dict[str, Any]:
+    """The part of a turn that is the agent's, not the conversation's, as JSON."""
+    return turn.model_dump(mode="json", include=set(CONTEXT_FIELDS))
+
+
+def elided(turn: ModelTurnInput, digest: str) -> ModelTurnInput:
+    """The same turn with its context replaced by the digest it is stored under."""
+    return turn.model_copy(
+        update={
+            "system_instructions": None, "model_settings": {}, "tools": [], "handoffs": [],
+            "output_schema": None, "context_digest": digest, "context_elided": True,
+        }
+    )  # fmt: skip
 
 
 class TurnUsage(BaseModel):

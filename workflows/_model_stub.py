@@ -45,6 +45,8 @@ from contracts.model_turn import (
     ModelTurnInput,
     ModelTurnResult,
     OutputSchemaSpec,
+    elided,
+    turn_context,
 )
 
 _OUTPUT_TYPES: dict[str, type[BaseModel]] = {
@@ -175,6 +177,7 @@ class WorkflowModel(Model):
         self._heartbeat = heartbeat
         self._stored_ref: str | None = None
         self._stored_hashes: list[str] = []
+        self._stored_contexts: set[str] = set()
         self._injected: list[tuple[int, dict[str, Any]]] = []
 
     def _split(self, hashes: list[str]) -> tuple[str | None, int]:
@@ -235,9 +238,15 @@ class WorkflowModel(Model):
             previous_response_id=previous_response_id,
             conversation_id=conversation_id,
         )
+        digest = content_hash(turn_context(turn))
+        sent = (
+            elided(turn, digest)
+            if digest in self._stored_contexts
+            else turn.model_copy(update={"context_digest": digest})
+        )
         result: ModelTurnResult = await workflow.execute_activity(
             MODEL_TURN_ACTIVITY,
-            turn,
+            sent,
             result_type=ModelTurnResult,
             task_queue=self._task_queue,
             start_to_close_timeout=self._timeout,
@@ -246,6 +255,7 @@ class WorkflowModel(Model):
             summary=f"model turn {step} ({self._route})",
         )
         self._stored_ref, self._stored_hashes = result.transcript_ref, hashes
+        self._stored_contexts.add(digest)  # the activity stored it before it returned
         self._hooks.after(result)
         return ModelResponse(
             output=[_output_item(item) for item in result.output],

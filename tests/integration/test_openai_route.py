@@ -23,6 +23,7 @@ from temporalio.api.history.v1 import History
 from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 from temporalio.exceptions import ApplicationError
 
+from contracts.model_turn import MODEL_TURN_ACTIVITY
 from contracts.run import RunState
 from contracts.status import FailureReason, RunStatus
 from definitions import source_reader
@@ -201,6 +202,22 @@ async def test_openai_route_tool_call_then_answer(
     assert json.loads(calls[0]["arguments"]) == SEARCH_ARGS
     called = [e.data["tool"] for e in state.last_events if e.type == "ToolCalled"]
     assert called == ["search_source"]
+
+    # The agent's context is in history once: the second turn names it by digest, and the
+    # provider still got the same instructions and tools.
+    assert second["instructions"] == first["instructions"]
+    assert json.dumps(second["tools"]) == json.dumps(first["tools"])  # byte for byte: prompt caches
+    history = await handle.fetch_history()
+    turns = [
+        json.loads(e.activity_task_scheduled_event_attributes.input.payloads[0].data)
+        for e in history.events
+        if e.activity_task_scheduled_event_attributes.activity_type.name == MODEL_TURN_ACTIVITY
+    ]
+    assert [t["context_elided"] for t in turns] == [False, True]
+    assert turns[0]["tools"]
+    assert not turns[1]["tools"]
+    assert turns[1]["system_instructions"] is None
+    assert turns[0]["context_digest"] == turns[1]["context_digest"]
 
 
 # -- b) 429 + retry-after is honoured -----------------------------------------------------
