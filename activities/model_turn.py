@@ -183,4 +183,5 @@ class ModelTurnActivities:
             ),
             response_id=response.response_id,
             transcript_ref=ref,
+            context_stored=turn.context_digest,
         )

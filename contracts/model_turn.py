@@ -91,3 +91,6 @@ class ModelTurnResult(BaseModel):
     usage: TurnUsage = Field(default_factory=TurnUsage)
     response_id: str | None = None
     transcript_ref: str
+    context_stored: str | None = None
+    """The context digest this activity holds stored. Only then may later turns elide the
+    context: a result recorded by older code (or an older worker mid-rollout) lacks it."""

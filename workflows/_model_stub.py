@@ -255,7 +255,8 @@ class WorkflowModel(Model):
             summary=f"model turn {step} ({self._route})",
         )
         self._stored_ref, self._stored_hashes = result.transcript_ref, hashes
-        self._stored_contexts.add(digest)  # the activity stored it before it returned
+        if result.context_stored == digest:  # stored before the activity returned
+            self._stored_contexts.add(digest)
         self._hooks.after(result)
         return ModelResponse(
             output=[_output_item(item) for item in result.output],
