@@ -5,8 +5,7 @@ Each public method opens its own transaction; the `_txn` twins run inside one.
 
 from __future__ import annotations
 
-import contextlib
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +15,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from adapters.statements import one_statement
 from contracts.effects import (
     EffectAttempt,
     EffectRecord,
@@ -25,17 +25,17 @@ from contracts.effects import (
     ResolveEffectInput,
 )
 
-_COLUMNS = (
-    "effect_key, run_id, tool_name, target, effect_class, request_hash, status, attempt, fence,"
-    " external_ref, last_error, created_at, updated_at, request, receipt"
-)
-
-
 _RETURNED = (
     "effect_key", "run_id", "tool_name", "target", "effect_class", "request_hash", "status",
     "attempt", "fence", "external_ref", "last_error", "created_at", "updated_at", "receipt",
 )  # fmt: skip
 """The effect columns groundwork_claim_effect and groundwork_settle_effect return, in order."""
+_COLUMNS = ", ".join((*_RETURNED, "request"))
+
+
+def _record(values: Sequence[Any]) -> EffectRecord:
+    """An EffectRecord from a ledger function's effect columns (_RETURNED, in order)."""
+    return EffectRecord.model_validate(dict(zip(_RETURNED, values, strict=True)))
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class EffectLedger:
         conflicted or waiting for a human -> AlreadySettled; otherwise the row goes to
         `dispatching` with attempt and fence bumped, committed before anything is sent.
         """
-        async with self._pool.connection() as conn, _statement(conn):
+        async with self._pool.connection() as conn, one_statement(conn):
             cur = await conn.execute(
                 "SELECT * FROM groundwork_claim_effect(%s, %s, %s, %s, %s, %s, %s, %s)",
                 (
@@ -107,7 +107,7 @@ class EffectLedger:
         kind, previous = row[0], EffectStatus(row[1])
         if kind == "claimed":  # the common case needs no record: attempt and fence are enough
             return Claimed(fence=int(row[10]), attempt=int(row[9]), previous_status=previous)
-        record = EffectRecord.model_validate(dict(zip(_RETURNED, row[2:], strict=True)))
+        record = _record(row[2:])
         if kind == "conflict":
             return KeyConflict(record, call.request_hash)
         return AlreadySettled(record)
@@ -129,10 +129,9 @@ class EffectLedger:
 
         A stale fence changes nothing but the attempt log and returns the current row.
         """
-        async with self._pool.connection() as conn, _statement(conn):
-            cur = conn.cursor(row_factory=dict_row)
+        async with self._pool.connection() as conn, one_statement(conn):
             try:
-                await cur.execute(
+                cur = await conn.execute(
                     "SELECT * FROM groundwork_settle_effect(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
                     (
                         effect_key,
@@ -151,8 +150,7 @@ class EffectLedger:
             row = await cur.fetchone()
         if row is None:
             raise LedgerError(f"effect {effect_key} not found at settle")
-        stale = bool(row.pop("stale"))
-        return Settled(EffectRecord.model_validate(row), stale=stale)
+        return Settled(_record(row[1:]), stale=bool(row[0]))
 
     async def resolve(
         self, run_id: str, resolution: ResolveEffectInput, domain_event: str
@@ -263,12 +261,6 @@ class EffectLedger:
             " ON CONFLICT (effect_key, type) WHERE effect_key IS NOT NULL DO NOTHING",
             (run_id, event_type, effect_key, _event_data(external_ref, record)),
         )
-
-
-def _statement(conn: AsyncConnection[Any]) -> AbstractAsyncContextManager[Any]:
-    """One statement is its own transaction in autocommit (one round trip, as the worker's
-    pool runs); a pool without autocommit gets an explicit transaction so nothing is left open."""
-    return contextlib.nullcontext() if conn.autocommit else conn.transaction()
 
 
 def _event_data(external_ref: str | None, record: EffectRecord) -> Jsonb:

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections import OrderedDict
-from collections.abc import AsyncIterator
 from typing import Any
 
 from psycopg.errors import ForeignKeyViolation
 from psycopg_pool import AsyncConnectionPool
 
+from adapters.statements import one_statement
 from contracts.hashing import canonical_json, parse_blob_marker, sha256_hex, transcript_ref
 
 
 class TranscriptMissingError(LookupError):
     """A ref that history names is not in the store (database reset or wrong database)."""
-
-
-@contextlib.asynccontextmanager
-async def _no_transaction() -> AsyncIterator[None]:
-    yield
 
 
 class _TranscriptCache:
@@ -70,13 +64,16 @@ class TranscriptStore:
 
     async def put_blob(self, body: str) -> str:
         digest = sha256_hex(body)
+        await self._insert_blob(digest, body)
+        return digest
+
+    async def _insert_blob(self, key: str, body: str) -> None:
         async with self._pool.connection() as conn:
             await conn.execute(
                 "INSERT INTO blobs (digest, body, size_bytes) VALUES (%s, %s, %s)"
                 " ON CONFLICT (digest) DO NOTHING",
-                (digest, body, len(body.encode())),
+                (key, body, len(body.encode())),
             )
-        return digest
 
     async def put_context(self, digest: str, body: str) -> None:
         """A model turn's agent context (instructions, tools, ...), stored once.
@@ -86,12 +83,7 @@ class TranscriptStore:
         """
         if digest in self._contexts:
             return
-        async with self._pool.connection() as conn:
-            await conn.execute(
-                "INSERT INTO blobs (digest, body, size_bytes) VALUES (%s, %s, %s)"
-                " ON CONFLICT (digest) DO NOTHING",
-                (f"ctx:{digest}", body, len(body.encode())),
-            )
+        await self._insert_blob(f"ctx:{digest}", body)
         self._remember_context(digest, body)
 
     async def get_context(self, digest: str) -> str:
@@ -145,7 +137,7 @@ class TranscriptStore:
                 prefix, depth = cached
         async with self._pool.connection() as conn:
             try:
-                async with conn.transaction() if not conn.autocommit else _no_transaction():
+                async with one_statement(conn):
                     await conn.execute(
                         "WITH stored AS (INSERT INTO blobs (digest, body, size_bytes)"
                         " SELECT * FROM unnest(%s::text[], %s::text[], %s::integer[])"

@@ -38,7 +38,3 @@ def _cached_source_to_code(self: Any, data: Any, path: Any, *, _optimize: int = 
 def install() -> None:
     """Idempotent; affects only this process's source imports that found no bytecode file."""
     SourceFileLoader.source_to_code = _cached_source_to_code  # type: ignore[method-assign]
-
-
-def compiled_count() -> int:
-    return len(_compiled)

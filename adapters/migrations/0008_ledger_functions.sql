@@ -3,7 +3,8 @@
 -- call is one round trip in autocommit instead of four: the dispatch path was bound by the
 -- worker's CPU spent on round trips, not by Postgres.
 -- The rules are those of adapters/ledger.py, which documents them; tests/integration/
--- test_ledger.py holds them to it.
+-- test_ledger.py holds them to it. Both functions return the same effect columns, in the
+-- order adapters/ledger.py's _RETURNED names them.
 
 CREATE OR REPLACE FUNCTION groundwork_claim_effect(
     p_effect_key text, p_run_id text, p_tool_name text, p_target text, p_effect_class text,
@@ -28,44 +29,43 @@ BEGIN
     ON CONFLICT (effect_key) DO NOTHING
     RETURNING e.* INTO r;
     IF FOUND THEN
+        v_claim := 'claimed';
+        v_previous := 'prepared';
         INSERT INTO effect_attempts (effect_key, attempt, fence, activity_attempt, phase,
                                      outcome, detail)
         VALUES (r.effect_key, 1, 1, p_activity_attempt, 'claim', 'dispatching',
                 '{"previous": "prepared"}'::jsonb);
-        RETURN QUERY SELECT 'claimed'::text, 'prepared'::text, r.effect_key, r.run_id,
-            r.tool_name, r.target, r.effect_class, r.request_hash, r.status, r.attempt,
-            r.fence, r.external_ref, r.last_error, r.created_at, r.updated_at, r.receipt;
-        RETURN;
-    END IF;
-    -- The key exists: lock its row and decide from what it holds.
-    SELECT * INTO r FROM effects AS e WHERE e.effect_key = p_effect_key FOR UPDATE;
-    IF NOT FOUND THEN  -- effects rows are never deleted; this would be a broken ledger
-        RAISE EXCEPTION 'effect % vanished during claim', p_effect_key
-            USING ERRCODE = 'no_data_found';
-    END IF;
-    v_previous := r.status;
-    IF r.request_hash <> p_request_hash THEN
-        v_claim := 'conflict';
-        INSERT INTO effect_attempts (effect_key, attempt, fence, activity_attempt, phase,
-                                     outcome, detail)
-        VALUES (r.effect_key, r.attempt, r.fence, p_activity_attempt, 'claim', 'conflict',
-                jsonb_build_object('request_hash', p_request_hash));
-    ELSIF r.status IN ('succeeded', 'conflict', 'requires_human') THEN
-        v_claim := 'settled';
-        INSERT INTO effect_attempts (effect_key, attempt, fence, activity_attempt, phase,
-                                     outcome, detail)
-        VALUES (r.effect_key, r.attempt, r.fence, p_activity_attempt, 'claim',
-                'already_' || r.status, '{}'::jsonb);
     ELSE
-        v_claim := 'claimed';
-        UPDATE effects AS e SET status = 'dispatching', attempt = e.attempt + 1,
-                                fence = e.fence + 1, updated_at = now()
-        WHERE e.effect_key = p_effect_key
-        RETURNING e.* INTO r;
-        INSERT INTO effect_attempts (effect_key, attempt, fence, activity_attempt, phase,
-                                     outcome, detail)
-        VALUES (r.effect_key, r.attempt, r.fence, p_activity_attempt, 'claim', 'dispatching',
-                jsonb_build_object('previous', v_previous));
+        -- The key exists: lock its row and decide from what it holds.
+        SELECT * INTO r FROM effects AS e WHERE e.effect_key = p_effect_key FOR UPDATE;
+        IF NOT FOUND THEN  -- effects rows are never deleted; this would be a broken ledger
+            RAISE EXCEPTION 'effect % vanished during claim', p_effect_key
+                USING ERRCODE = 'no_data_found';
+        END IF;
+        v_previous := r.status;
+        IF r.request_hash <> p_request_hash THEN
+            v_claim := 'conflict';
+            INSERT INTO effect_attempts (effect_key, attempt, fence, activity_attempt, phase,
+                                         outcome, detail)
+            VALUES (r.effect_key, r.attempt, r.fence, p_activity_attempt, 'claim', 'conflict',
+                    jsonb_build_object('request_hash', p_request_hash));
+        ELSIF r.status IN ('succeeded', 'conflict', 'requires_human') THEN
+            v_claim := 'settled';
+            INSERT INTO effect_attempts (effect_key, attempt, fence, activity_attempt, phase,
+                                         outcome, detail)
+            VALUES (r.effect_key, r.attempt, r.fence, p_activity_attempt, 'claim',
+                    'already_' || r.status, '{}'::jsonb);
+        ELSE
+            v_claim := 'claimed';
+            UPDATE effects AS e SET status = 'dispatching', attempt = e.attempt + 1,
+                                    fence = e.fence + 1, updated_at = now()
+            WHERE e.effect_key = p_effect_key
+            RETURNING e.* INTO r;
+            INSERT INTO effect_attempts (effect_key, attempt, fence, activity_attempt, phase,
+                                         outcome, detail)
+            VALUES (r.effect_key, r.attempt, r.fence, p_activity_attempt, 'claim',
+                    'dispatching', jsonb_build_object('previous', v_previous));
+        END IF;
     END IF;
     RETURN QUERY SELECT v_claim, v_previous, r.effect_key, r.run_id, r.tool_name, r.target,
         r.effect_class, r.request_hash, r.status, r.attempt, r.fence, r.external_ref,

@@ -50,3 +50,18 @@ async def test_warm_and_cold_stores_agree_and_a_missing_parent_is_refused(
         # A pool without autocommit gets its own transaction: the node is stored, not rolled back.
         tx_ref, _ = await TranscriptStore(plain).append(run_id, grandchild, [_item(4)])
         assert len(await TranscriptStore(plain).load(tx_ref)) == 5
+
+
+async def test_an_agent_context_is_read_back_by_a_cold_store_and_a_missing_one_refused(
+    migrated_database: str,
+) -> None:
+    digest = uuid.uuid4().hex
+    body = '{"tools":[{"name":"b"},{"name":"a"}],"system_instructions":"be brief"}'
+    async with AsyncConnectionPool(
+        migrated_database, min_size=1, max_size=2, kwargs={"autocommit": True}
+    ) as pool:
+        await TranscriptStore(pool).put_context(digest, body)
+        await TranscriptStore(pool).put_context(digest, body)  # a retried first turn
+        assert await TranscriptStore(pool).get_context(digest) == body  # byte for byte
+        with pytest.raises(TranscriptMissingError):
+            await TranscriptStore(pool).get_context(uuid.uuid4().hex)

@@ -64,3 +64,30 @@ async def test_context_is_elided_only_after_an_activity_confirms_it_stored_it(
     assert all(t.tools for t in unconfirmed)
     full: Any = unconfirmed[0].model_dump(include={"system_instructions", "tools"})
     assert confirmed[0].model_dump(include={"system_instructions", "tools"}) == full
+
+
+async def test_a_context_that_does_not_match_its_digest_is_refused_and_not_stored(
+    migrated_database: str,
+) -> None:
+    import dataclasses
+
+    import pytest
+    from temporalio.exceptions import ApplicationError
+    from temporalio.testing import ActivityEnvironment
+
+    from adapters.transcripts import TranscriptMissingError
+
+    async with worker_deps(Settings(), migrated_database) as deps:
+        turns = ModelTurnActivities(deps.router, deps.transcripts)
+        turn = ModelTurnInput(
+            run_id="ctx-mismatch", step=1, model_route="scripted:unused", agent_name="filler",
+            system_instructions="the real instructions", context_digest="0" * 64,
+        )  # fmt: skip
+        env = ActivityEnvironment()
+        env.info = dataclasses.replace(ActivityEnvironment.default_info(), heartbeat_timeout=None)
+        with pytest.raises(ApplicationError) as refused:
+            await env.run(turns.model_turn, turn)
+        assert refused.value.type == "ContextDigestMismatch"
+        assert refused.value.non_retryable
+        with pytest.raises(TranscriptMissingError):
+            await deps.transcripts.get_context("0" * 64)
