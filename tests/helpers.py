@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Worker
 
 from contracts.run import Budgets, Release, RunResult, RunSpec
 from workers.run_client import start_run
@@ -31,13 +32,13 @@ def write_script(tmp_path: Path, turns: list[dict[str, Any]], repeat_last: bool 
 @asynccontextmanager
 async def running_worker(
     client: Client, task_queue: str, database_url: str, **settings: Any
-) -> AsyncIterator[None]:
+) -> AsyncIterator[Worker]:
     config = Settings(task_queue=task_queue, **settings)
     async with (
         worker_deps(config, database_url) as deps,
-        build_worker(client, task_queue, deps, config),
+        build_worker(client, task_queue, deps, config) as worker,
     ):
-        yield
+        yield worker
 
 
 def spec(

@@ -33,6 +33,7 @@ from adapters.transcripts import TranscriptStore
 from adapters.waits import WaitStore
 from workers import code_cache
 from workers.client import connect
+from workers.eviction import EvictOnShutdown
 from workers.relay import relay_forever
 from workers.settings import Settings
 from workflows.agent_run import AgentRunWorkflow
@@ -140,6 +141,7 @@ def build_worker(client: Client, task_queue: str, deps: WorkerDeps, settings: Se
         max_concurrent_activities=settings.max_concurrent_activities,
         max_cached_workflows=settings.max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_timeout_s),
+        plugins=[EvictOnShutdown()],
     )
 
 

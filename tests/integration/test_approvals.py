@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from contracts.run import RunState
 from contracts.status import RunStatus, WaitingReason
 from definitions.notes_writer import note_effect_key
 from tests.helpers import running_worker, spec, start, write_script
+from workers.eviction import cached_runs
 
 EDITOR_SECRET = "editor-secret-do-not-log-7f3a"
 APPROVERS = {
@@ -243,9 +246,22 @@ async def test_worker_down_while_the_approval_arrives(
     targets = {"notes": {"kind": "http", "base_url": target_url}}
     async with running_worker(
         client, task_queue, migrated_database, targets=targets, approvers=APPROVERS
-    ):
+    ) as worker:
         handle, key = await _run(client, task_queue, tmp_path, f"down-{task_queue[-8:]}")
         request = await _pending(handle)
+    # The stopped worker tore its idle cached run down in the run's own event loop: nothing of
+    # it is left for the garbage collector to close on some other thread or loop.
+    assert cached_runs(worker) == {}
+    unraisable: list[str] = []
+    previous, sys.unraisablehook = (
+        sys.unraisablehook,
+        lambda u: unraisable.append(repr(u.exc_value)),
+    )
+    try:
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
+    assert unraisable == []
     await handle.signal("approve", decision(request))  # no worker: Temporal keeps it
     assert _commits(target_url, key) == 0
     async with running_worker(
