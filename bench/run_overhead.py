@@ -509,15 +509,35 @@ class GroundworkStack:
             self.pg = None
 
 
+READ_TOOLS = "local"
+"""How the filler's read tool runs: "local" (Groundwork's default) or "activity" (--read-tools)."""
+
+
 def gw_spec(route: str, turns: int, size: int, run_id: str) -> Any:
-    from contracts.run import Budgets, Release, RunSpec
+    from contracts.run import Budgets, Release, RunSpec, ToolExecution, ToolPolicy
 
     return RunSpec(
         run_id=run_id,
         release=Release(agent="filler", model_route=route),
         input=prompt(turns, size),
         budgets=Budgets(max_steps=turns + 5, max_tool_calls=turns + 5, max_tokens=1_000_000_000),
+        policy={"produce": ToolPolicy(execution=ToolExecution(READ_TOOLS))},
     )
+
+
+def count_activities(events: Any) -> dict[str, int]:
+    """Activities by type in one run's history; local activities (markers) as `local:<type>`."""
+    found: dict[str, int] = {}
+    for ev in events:
+        if ev.HasField("activity_task_scheduled_event_attributes"):
+            name = ev.activity_task_scheduled_event_attributes.activity_type.name
+        elif ev.marker_recorded_event_attributes.marker_name == "core_local_activity":
+            data = ev.marker_recorded_event_attributes.details["data"].payloads[0].data
+            name = "local:" + json.loads(data)["activity_type"]
+        else:
+            continue
+        found[name] = found.get(name, 0) + 1
+    return found
 
 
 async def gw_history_run(
@@ -554,11 +574,7 @@ async def gw_history_run(
         entry = by_type.setdefault(name, [0, 0])
         entry[0] += 1
         entry[1] += n
-    activities: dict[str, int] = {}
-    for ev in events:
-        if ev.HasField("activity_task_scheduled_event_attributes"):
-            a = ev.activity_task_scheduled_event_attributes.activity_type.name
-            activities[a] = activities.get(a, 0) + 1
+    activities = count_activities(events)
     big = max(range(len(events)), key=sizes.__getitem__)
     total = History(events=events).ByteSize()
     return {
@@ -608,12 +624,8 @@ async def bench_groundwork(args: argparse.Namespace, workdir: Path) -> dict[str,
         out = await measure("groundwork", factory, args, cpu, probe=stack.server_rpcs)
         # activities in one run (sanity check of the shape)
         handle = client.get_workflow_handle(f"run-groundwork-s0-{tag}-0")
-        acts: dict[str, int] = {}
-        async for ev in handle.fetch_history_events():
-            if ev.HasField("activity_task_scheduled_event_attributes"):
-                name = ev.activity_task_scheduled_event_attributes.activity_type.name
-                acts[name] = acts.get(name, 0) + 1
-        out["activities_per_run"] = acts
+        out["activities_per_run"] = count_activities((await handle.fetch_history()).events)
+        out["read_tools"] = READ_TOOLS
 
         runs = []
         for size in args.history_bytes:
@@ -899,6 +911,8 @@ class SideMeter:
 
 
 async def amain(args: argparse.Namespace) -> dict[str, Any]:
+    global READ_TOOLS
+    READ_TOOLS = args.read_tools
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     if task is not None:
@@ -922,6 +936,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             "settle_max_s": args.settle_max,
             "history_bytes": args.history_bytes,
             "history_turns": args.history_turns,
+            "read_tools": args.read_tools,
         },
         "machine": machine(),
         "versions": {
@@ -987,6 +1002,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--history-bytes", type=int, nargs="+", default=[1024, 100 * 1024])
     ap.add_argument("--history-turns", type=int, nargs="+", default=[10, 25])
     ap.add_argument("--history-timeout", type=float, default=300.0)
+    ap.add_argument(
+        "--read-tools",
+        choices=["local", "activity"],
+        default="local",
+        help="run Groundwork's read tool as a local activity (default) or an ordinary one",
+    )
     ap.add_argument("--skip-peer", action="store_true")
     ap.add_argument("--skip-groundwork", action="store_true")
     ap.add_argument("--skip-inprocess", action="store_true")

@@ -39,6 +39,18 @@ class ApprovalRule(StrEnum):
     ALWAYS = "always"
 
 
+class ToolExecution(StrEnum):
+    """Where a `read` tool call runs. Governed writes are always ordinary activities."""
+
+    LOCAL = "local"
+    """A local activity in the run's own worker: no task-queue round trip and three fewer
+    history events per call; retried with backoff like any activity, and re-run if the
+    worker dies before the result is recorded (harmless for a read). For quick reads."""
+    ACTIVITY = "activity"
+    """An ordinary activity: heartbeats, its own events and summary in the Web UI, and any
+    worker of the task queue may run it. For reads that take long or must be watched."""
+
+
 class ToolPolicy(BaseModel):
     """One tool's entry in the policy snapshot a Run carries."""
 
@@ -49,6 +61,8 @@ class ToolPolicy(BaseModel):
     allowed: bool = True
     """A disallowed tool call becomes a denial the model sees as the tool result."""
     approval: ApprovalRule = ApprovalRule.NEVER
+    execution: ToolExecution = ToolExecution.LOCAL
+    """How a `read` call runs (ignored for governed writes, which go through the ledger)."""
 
 
 class Budgets(BaseModel):

@@ -7,6 +7,8 @@ from pydantic import BaseModel
 from contracts.run import EffectClass
 
 TOOL_CALL_ACTIVITY = "groundwork.tool_call"
+LOCAL_READS_PATCH = "read-tools-as-local-activities"
+"""Workflow patch id: runs started before it replay their read calls as ordinary activities."""
 INLINE_OUTPUT_LIMIT = 2048
 """Tool outputs longer than this (bytes) are stored in Postgres and referenced from history."""
 PREVIEW_CHARS = 240

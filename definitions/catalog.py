@@ -17,7 +17,7 @@ from definitions import (
     triage,
     watcher,
 )
-from definitions.governed import effect_of
+from definitions.governed import effect_of, execution_of
 
 AgentFactory = Callable[[], Agent[Any]]
 
@@ -63,7 +63,7 @@ def walk_tools(agent: Agent[Any]) -> Iterator[tuple[Agent[Any], FunctionTool]]:
 
 
 def policy_snapshot(name: str) -> dict[str, ToolPolicy]:
-    """Tool -> effect class, allowed, approval, as the agent's definition declares them today.
+    """Tool -> effect class, allowed, approval, execution, as the agent's definition declares them.
 
     Pinned into the RunSpec when a run starts, so a later change of the definition does not
     change what a running run is allowed to do.
@@ -72,7 +72,9 @@ def policy_snapshot(name: str) -> dict[str, ToolPolicy]:
     for _, tool in walk_tools(build(name)):
         declaration = effect_of(tool)
         if declaration is None:
-            snapshot[tool.name] = ToolPolicy(effect_class=EffectClass.READ)
+            snapshot[tool.name] = ToolPolicy(
+                effect_class=EffectClass.READ, execution=execution_of(tool)
+            )
         else:
             snapshot[tool.name] = ToolPolicy(
                 effect_class=declaration.effect_class, approval=declaration.approval

@@ -15,7 +15,7 @@ from typing import Any
 
 from agents import FunctionTool, function_tool
 
-from contracts.run import ApprovalRule, EffectClass
+from contracts.run import ApprovalRule, EffectClass, ToolExecution
 
 EffectKeyFn = Callable[[dict[str, Any]], str]
 
@@ -33,6 +33,7 @@ class ApprovalBinding:
 BindingFn = Callable[[dict[str, Any]], ApprovalBinding]
 _ATTRIBUTE = "_groundwork_effect"
 _BUILDER = "_groundwork_builder"
+_EXECUTION = "_groundwork_execution"
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,24 @@ def governed_tool(
 def effect_of(tool: Any) -> EffectDeclaration | None:
     value = getattr(tool, _ATTRIBUTE, None)
     return value if isinstance(value, EffectDeclaration) else None
+
+
+def as_activity(tool: FunctionTool) -> FunctionTool:
+    """Run this read tool as an ordinary activity instead of a local one.
+
+    For reads that take long (a crawl, a slow search) or that an operator wants to see as an
+    activity of their own in the Web UI. Returns the tool itself, so it reads in place:
+    `Agent(tools=[as_activity(crawl_site)])`.
+    """
+    if effect_of(tool) is not None:
+        raise TypeError(f"{tool.name} is a governed tool; governed tools always run as activities")
+    setattr(tool, _EXECUTION, ToolExecution.ACTIVITY)
+    return tool
+
+
+def execution_of(tool: Any) -> ToolExecution:
+    value = getattr(tool, _EXECUTION, None)
+    return value if isinstance(value, ToolExecution) else ToolExecution.LOCAL
 
 
 def builder_of(tool: Any) -> Callable[..., dict[str, Any]] | None:

@@ -26,11 +26,17 @@ from contracts.run import (
     RunResult,
     RunSpec,
     RunState,
+    ToolExecution,
     workflow_id_for,
 )
 from contracts.session import STEER_APPLIED_SIGNAL, STEER_SIGNAL, SteerApplied, SteerInput
 from contracts.status import FailureReason, RunStatus
-from contracts.tool_call import TOOL_CALL_ACTIVITY, ToolCallInput, ToolCallResult
+from contracts.tool_call import (
+    LOCAL_READS_PATCH,
+    TOOL_CALL_ACTIVITY,
+    ToolCallInput,
+    ToolCallResult,
+)
 from workflows._effects import EffectsMixin
 from workflows._model_stub import TurnHooks, WorkflowModel, WorkflowModelProvider
 from workflows._run_base import TOOL_RETRY, RunAbortedError
@@ -212,24 +218,32 @@ class AgentRunWorkflow(EffectsMixin, WaitsMixin):
             return f"denied: tool {tool.name!r} is not allowed for this run (policy {self._spec.release.policy_version})"
         usage.tool_calls += 1
         self._event("ToolCalled", tool=tool.name, call_id=ctx.tool_call_id, step=usage.steps)
-        result: ToolCallResult = await workflow.execute_activity(
-            TOOL_CALL_ACTIVITY,
-            ToolCallInput(
-                run_id=self._spec.run_id,
-                step=usage.steps,
-                agent_name=self._spec.release.agent,
-                owner_agent=agent_name,
-                tool_name=tool.name,
-                call_id=ctx.tool_call_id,
-                arguments=arguments,
-                effect_class=policy.effect_class,
-            ),
-            result_type=ToolCallResult,
-            start_to_close_timeout=timedelta(seconds=self._spec.timeouts.tool_call_s),
-            heartbeat_timeout=timedelta(seconds=self._spec.timeouts.heartbeat_s),
-            retry_policy=TOOL_RETRY,
-            summary=f"{tool.name} ({policy.effect_class.value})",
+        call = ToolCallInput(
+            run_id=self._spec.run_id,
+            step=usage.steps,
+            agent_name=self._spec.release.agent,
+            owner_agent=agent_name,
+            tool_name=tool.name,
+            call_id=ctx.tool_call_id,
+            arguments=arguments,
+            effect_class=policy.effect_class,
         )
+        timeout = timedelta(seconds=self._spec.timeouts.tool_call_s)
+        summary = f"{tool.name} ({policy.effect_class.value})"
+        result: ToolCallResult
+        # Runs recorded before reads became local activities replay their ordinary ones.
+        if policy.execution is ToolExecution.LOCAL and workflow.patched(LOCAL_READS_PATCH):
+            result = await workflow.execute_local_activity(
+                TOOL_CALL_ACTIVITY, call, result_type=ToolCallResult,
+                start_to_close_timeout=timeout, retry_policy=TOOL_RETRY, summary=summary,
+            )  # fmt: skip
+        else:
+            result = await workflow.execute_activity(
+                TOOL_CALL_ACTIVITY, call, result_type=ToolCallResult,
+                start_to_close_timeout=timeout,
+                heartbeat_timeout=timedelta(seconds=self._spec.timeouts.heartbeat_s),
+                retry_policy=TOOL_RETRY, summary=summary,
+            )  # fmt: skip
         self._event(
             "ToolReturned",
             tool=tool.name,

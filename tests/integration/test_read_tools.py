@@ -1,0 +1,121 @@
+"""Read tools run as local activities unless pinned to ordinary ones; both replay."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHistory
+
+from contracts.model_turn import MODEL_TURN_ACTIVITY
+from contracts.run import ToolExecution, ToolPolicy
+from contracts.status import RunStatus
+from contracts.tool_call import LOCAL_READS_PATCH, TOOL_CALL_ACTIVITY
+from tests.helpers import replayer, running_worker, spec, start
+
+
+def _scheduled(history: WorkflowHistory) -> list[str]:
+    return [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+
+
+def _markers(history: WorkflowHistory) -> list[dict[str, Any]]:
+    """Each marker's name and its decoded details (local-activity markers name the activity)."""
+    found = []
+    for e in history.events:
+        if e.event_type != EventType.EVENT_TYPE_MARKER_RECORDED:
+            continue
+        attrs = e.marker_recorded_event_attributes
+        details = {k: [p.data for p in v.payloads] for k, v in attrs.details.items()}
+        found.append({"name": attrs.marker_name, "details": details})
+    return found
+
+
+def _local_activity_types(history: WorkflowHistory) -> list[str]:
+    types = []
+    for marker in _markers(history):
+        if marker["name"] != "core_local_activity":
+            continue
+        (data,) = marker["details"]["data"]
+        types.append(json.loads(data)["activity_type"])
+    return types
+
+
+async def _replays(history: WorkflowHistory) -> None:
+    result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+
+
+async def test_read_tools_run_as_local_activities_and_the_run_replays(
+    client: Client, task_queue: str, migrated_database: str
+) -> None:
+    run = spec("scripted:source-reader-demo")
+    async with running_worker(client, task_queue, migrated_database):
+        handle = await start(client, run, task_queue)
+        result = await handle.result()
+        history = await handle.fetch_history()
+    assert result.status is RunStatus.COMPLETED
+    assert "class RetryPolicy" in (result.final_output or "")
+    assert _scheduled(history) == [MODEL_TURN_ACTIVITY] * 3
+    assert _local_activity_types(history) == [TOOL_CALL_ACTIVITY] * 2
+    patch_markers = [m for m in _markers(history) if m["name"] == "core_patch"]
+    assert len(patch_markers) == 1
+    assert LOCAL_READS_PATCH.encode() in b"".join(
+        data for values in patch_markers[0]["details"].values() for data in values
+    ), patch_markers
+    await _replays(history)
+    record_to = os.environ.get("GROUNDWORK_RECORD_HISTORIES")
+    if record_to:  # re-record the committed history tests/integration/test_replay.py replays
+        (Path(record_to) / f"{handle.id}.json").write_text(history.to_json())
+
+
+async def test_a_read_tool_pinned_as_an_activity_runs_as_an_ordinary_one(
+    client: Client, task_queue: str, migrated_database: str
+) -> None:
+    run = spec(
+        "scripted:source-reader-demo",
+        policy={
+            "search_source": ToolPolicy(execution=ToolExecution.ACTIVITY),
+            "read_definition": ToolPolicy(),
+            "read_lines": ToolPolicy(),
+        },
+    )
+    async with running_worker(client, task_queue, migrated_database):
+        handle = await start(client, run, task_queue)
+        result = await handle.result()
+        history = await handle.fetch_history()
+    assert result.status is RunStatus.COMPLETED
+    assert (
+        _scheduled(history) == [MODEL_TURN_ACTIVITY, TOOL_CALL_ACTIVITY] + [MODEL_TURN_ACTIVITY] * 2
+    )
+    assert _local_activity_types(history) == [TOOL_CALL_ACTIVITY]  # read_definition
+    await _replays(history)
+
+
+def test_as_activity_is_pinned_into_the_policy_snapshot_and_refused_for_governed_tools() -> None:
+    from agents import function_tool
+
+    from definitions import catalog
+    from definitions.governed import as_activity, execution_of
+    from definitions.notes_writer import build_agent as notes_writer
+
+    @function_tool
+    def crawl(url: str) -> str:
+        """Crawl a site."""
+        return url
+
+    assert execution_of(crawl) is ToolExecution.LOCAL
+    assert as_activity(crawl) is crawl
+    assert execution_of(crawl) is ToolExecution.ACTIVITY
+    snapshot = catalog.policy_snapshot("source-reader")
+    assert {p.execution for p in snapshot.values()} == {ToolExecution.LOCAL}
+    governed = next(t for t in notes_writer().tools if t.name == "publish_note")
+    with pytest.raises(TypeError, match="governed tools always run as activities"):
+        as_activity(governed)  # type: ignore[arg-type]
