@@ -48,11 +48,17 @@ e2e_tool_turns_per_s
     `python -m cli worker`; tool turns/s = runs/s x (K-1).
 
 peer_tool_turns_per_s
-    bench/peer_baseline.py --only temporal_agent_tool_activities (Temporal's OpenAI Agents
-    integration, tool wrapped with activity_as_tool, no ledger, the tool returns a string) in
+    The same workload on Temporal's OpenAI Agents integration without a ledger:
+    bench/peer_baseline.py's temporal_agent_tool_activities scenario (tool wrapped with
+    activity_as_tool) run through bench/_peer_http_tool.py, whose tool activity POSTs the same
+    note to the same HTTP target with an Idempotency-Key (workflow id + activity id), in
     .groundwork/bench/peer-venv, same K, concurrency 8, same runs and reps; converted the same
     way: runs/s x (K-1). Our reps and the peer's alternate (one peer invocation per rep, each
     with its own dev server, worker and warm-up), so both sides see the same machine load.
+
+peer_string_tool_turns_per_s
+    The same scenario with peer_baseline.py's own tool, which returns a string and touches
+    nothing (the figure earlier runs compared against; --peer-tool picks http, string or both).
 
 Targets (booleans under targets_met): overhead_ms_p50 <= 3; ledger_effects_per_s_c8 >=
 0.4 x pg_floor_tx_per_s_c8; e2e_tool_turns_per_s >= 1.0 x peer_tool_turns_per_s.
@@ -1226,12 +1232,25 @@ def peer_script() -> Path:
     )
 
 
-async def peer_rep(args: argparse.Namespace, workdir: Path, rep: int) -> dict[str, Any]:
+PEER_TOOLS = ("http", "string")
+"""The peer's tool: `http` publishes the same note to the same HTTP target as ours (the same
+workload without the ledger, bench/_peer_http_tool.py); `string` is peer_baseline.py's own
+activity returning a string (no effect anywhere)."""
+
+
+async def peer_rep(
+    args: argparse.Namespace, workdir: Path, rep: int, tool: str, target_url: str | None
+) -> dict[str, Any]:
     """One invocation of the peer script (its own dev server and worker, warm-up, one rep)."""
     python = await asyncio.to_thread(peer_python, args)
-    tmp = workdir / f"peer-{rep}"
+    tmp = workdir / f"peer-{tool}-{rep}"
     tmp.mkdir()
-    script = peer_script()
+    script = peer_script() if tool == "string" else BENCH / "_peer_http_tool.py"
+    extra_env: dict[str, str] = {}
+    if tool == "http":
+        if not target_url:
+            raise RuntimeError("the http peer needs the target service (the e2e phase's)")
+        extra_env = {"GW_PEER_TARGET_URL": target_url, "GW_PEER_KEY_PREFIX": f"peer-r{rep}"}
     cmd = [
         python,
         str(script),
@@ -1252,8 +1271,8 @@ async def peer_rep(args: argparse.Namespace, workdir: Path, rep: int) -> dict[st
         "--settle-max",
         str(args.settle_max),
     ]
-    log(f"peer rep {rep + 1}/{args.reps}: {' '.join(cmd[1:])}")
-    env = dict(os.environ, TMPDIR=str(tmp), OPENAI_AGENTS_DISABLE_TRACING="1")
+    log(f"peer ({tool} tool) rep {rep + 1}/{args.reps}: {' '.join(cmd[1:])}")
+    env = dict(os.environ, TMPDIR=str(tmp), OPENAI_AGENTS_DISABLE_TRACING="1", **extra_env)
     env.pop("VIRTUAL_ENV", None)
     proc = await asyncio.create_subprocess_exec(
         *cmd,
@@ -1289,13 +1308,34 @@ async def peer_rep(args: argparse.Namespace, workdir: Path, rep: int) -> dict[st
     return one
 
 
-def summarise_peer(args: argparse.Namespace, reps: list[dict[str, Any]]) -> dict[str, Any]:
+async def peer_target_check(target_url: str | None) -> dict[str, Any]:
+    """The http peer's notes as the target counted them: each key committed once."""
+    import httpx2
+
+    async with httpx2.AsyncClient() as http:
+        stats = (await http.get(f"{target_url}/stats", timeout=10)).json()
+    keys = [key for key in stats["commits"] if key.startswith("peer-r")]
+    return {
+        "target_keys": len(keys),
+        "target_commits_max_per_key": max((int(stats["commits"][k]) for k in keys), default=0),
+    }
+
+
+def summarise_peer(
+    args: argparse.Namespace, reps: list[dict[str, Any]], tool: str
+) -> dict[str, Any]:
     k = args.turns
     cpu_keys = list(reps[0].get("cpu_ms_per_run", {}))
     cpu_run = {key: r3(med([r["cpu_ms_per_run"][key] for r in reps])) for key in cpu_keys}
     return {
         "script": reps[0]["script"],
         "scenario": "temporal_agent_tool_activities (K model + K-1 tool activities)",
+        "tool": (
+            "activity_as_tool POSTing the note to the e2e phase's HTTP target (Idempotency-Key "
+            "from workflow and activity id), no ledger"
+            if tool == "http"
+            else "activity_as_tool returning a string, no effect"
+        ),
         "turns_per_run": k,
         "tool_turns_per_run": k - 1,
         "concurrency": E2E_CONCURRENCY,
@@ -1389,32 +1429,40 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         if e2e_bench is not None:
             log("phase e2e (python -m cli worker), interleaved with the peer's reps")
             await e2e_bench.setup()
-        peer_reps: list[dict[str, Any]] = []
-        peer_error: str | None = None
+        tools = PEER_TOOLS if args.peer_tool == "both" else (args.peer_tool,)
+        peer_reps: dict[str, list[dict[str, Any]]] = {tool: [] for tool in tools}
+        peer_errors: dict[str, str] = {}
         for rep in range(args.reps):
             if e2e_bench is not None:
                 await e2e_bench.rep(rep)
-            if "peer" in only and peer_error is None:
+            for tool in tools if "peer" in only else ():
+                if tool in peer_errors:
+                    continue
                 try:
-                    one = await peer_rep(args, workdir, rep)
-                    peer_reps.append(one)
-                    log(f"peer rep {rep + 1}/{args.reps}: {json.dumps(one)}")
+                    one = await peer_rep(args, workdir, rep, tool, stack.target_url)
+                    peer_reps[tool].append(one)
+                    log(f"peer ({tool} tool) rep {rep + 1}/{args.reps}: {json.dumps(one)}")
                 except Exception as err:
-                    log(f"peer failed: {type(err).__name__}: {err}")
-                    peer_error = f"{type(err).__name__}: {err}"[:2000]
+                    log(f"peer ({tool} tool) failed: {type(err).__name__}: {err}")
+                    peer_errors[tool] = f"{type(err).__name__}: {err}"[:2000]
         if e2e_bench is not None:
             details["e2e"] = await e2e_bench.finish()
-        if peer_reps:
-            details["peer"] = summarise_peer(args, peer_reps)
-        elif peer_error is not None:
-            details["peer"] = {"error": peer_error}
+        for tool, name in (("http", "peer"), ("string", "peer_string_tool")):
+            if peer_reps.get(tool):
+                details[name] = summarise_peer(args, peer_reps[tool], tool)
+            elif tool in peer_errors:
+                details[name] = {"error": peer_errors[tool]}
+        if peer_reps.get("http"):
+            details["peer"]["check"] = await peer_target_check(stack.target_url)
         stack.stop()
     finally:
         stack.stop()
         log_stream.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
-    ov, lg, e2e, peer = (details.get(k) for k in ("overhead", "ledger", "e2e", "peer"))
+    ov, lg, e2e, peer, peer_str = (
+        details.get(k) for k in ("overhead", "ledger", "e2e", "peer", "peer_string_tool")
+    )
     figures = {
         "overhead_ms_p50": ov["delta_ms_workflow_side"]["p50"] if ov else None,
         "overhead_ms_p95": ov["delta_ms_workflow_side"]["p95"] if ov else None,
@@ -1433,6 +1481,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         "pg_floor_tx_per_s_c8": lg["floor_c8"]["tx_per_s"] if lg else None,
         "e2e_tool_turns_per_s": e2e["tool_turns_per_s"] if e2e else None,
         "peer_tool_turns_per_s": peer.get("tool_turns_per_s") if peer else None,
+        "peer_string_tool_turns_per_s": peer_str.get("tool_turns_per_s") if peer_str else None,
     }
     result.update(figures)
     result["ratios"] = {
@@ -1450,9 +1499,13 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             if e2e and peer and "reps" in peer
             else None
         ),
+        "e2e_over_peer_string_tool_turns": ratio(
+            figures["e2e_tool_turns_per_s"], figures["peer_string_tool_turns_per_s"]
+        ),
         "cpu_ms_per_tool_turn": {
             "e2e": e2e["cpu_ms_per_tool_turn"] if e2e else None,
             "peer": peer.get("cpu_ms_per_tool_turn") if peer else None,
+            "peer_string_tool": peer_str.get("cpu_ms_per_tool_turn") if peer_str else None,
         },
     }
 
@@ -1495,11 +1548,14 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         "ON CONFLICT DO NOTHING; UPDATE; COMMIT, same Postgres, same run.",
         "e2e_vs_peer": "tool turns/s = runs/s x (K-1) on both sides; K model turns per run, K-1 "
         "of them call the tool; concurrency 8; ours: notes-writer, governed publish_note to "
-        "the HTTP service (ledger + real fsynced write); peer: activity_as_tool returning a "
-        "string, no ledger, no target. Reps alternate (ours, peer, ours, ...), never at the "
-        "same time; the peer script starts its own dev server and worker each rep, while our "
-        "stack stays up, idle. cpu_ms_per_tool_turn: ours counts server, worker, driver, "
-        "Postgres and the target service; the peer's server, worker and driver.",
+        "the HTTP service (ledger + real fsynced write); peer (peer_tool_turns_per_s): "
+        "activity_as_tool POSTing the same note to the same HTTP service with an "
+        "Idempotency-Key, no ledger (bench/_peer_http_tool.py); peer_string_tool: "
+        "activity_as_tool returning a string, no ledger, no target (peer_baseline.py as is). "
+        "Reps alternate (ours, peer, peer string, ours, ...), never at the same time; the peer "
+        "script starts its own dev server and worker each rep, while our stack stays up, idle. "
+        "cpu_ms_per_tool_turn: ours counts server, worker, driver, Postgres and the target "
+        "service; the peer's server, worker and driver (not the target's few ms per run).",
     }
     result["details"] = details
     result["machine"]["loadavg_end"] = [r3(x) for x in os.getloadavg()]
@@ -1524,6 +1580,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--profile", action="store_true", help="cProfile the c=1 ledger path too")
     ap.add_argument("--peer-python", help="python of a venv with the peer packages")
+    ap.add_argument(
+        "--peer-tool",
+        choices=["both", *PEER_TOOLS],
+        default="both",
+        help="the peer's tool: http (the same note to the same target), string, or both",
+    )
     args = ap.parse_args(argv)
     preset = QUICK if args.quick else DEFAULT
     for key, value in preset.items():

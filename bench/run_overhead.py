@@ -8,12 +8,14 @@ JSON line on stdout (progress goes to stderr):
               dev server (on-disk SQLite, free ports, Groundwork's search attributes), its
               own embedded PostgreSQL (migrated) and ONE worker process (`python -m cli
               worker`); runs started with workers.run_client.start_run. One run of K turns
-              = K model-turn activities + K-1 tool-call activities.
+              = K model-turn activities + K-1 read-tool calls, run as local activities
+              (Groundwork's default for read tools) or, with --read-tools activity, as
+              ordinary activities like the peer's.
   peer        Temporal's OpenAI Agents integration (temporalio-openai-agents), measured by
               bench/peer_baseline.py (our team's peer baseline script) in its own venv
               (.groundwork/bench/peer-venv, created when missing: the integration pins
               openai-agents<0.23). The comparison scenario is temporal_agent_tool_activities
-              (tools as activities, like ours); temporal_agent is reported too.
+              (tools as activities); temporal_agent (the tool inside the workflow) is reported too.
   inprocess   agents.Runner.run in this process with our ScriptedModel and the same filler
               agent and script: the pure openai-agents cost, no durability.
 
