@@ -5,7 +5,8 @@ bench/effects.py runs this file in the peer's venv instead of peer_baseline.py f
 (Temporal's OpenAI Agents integration, `activity_as_tool`) with one change: the tool
 activity publishes a note to the same HTTP target our e2e phase publishes to, the way a
 careful user without a ledger would (Idempotency-Key from the workflow and activity ids,
-so Temporal's retries of the activity do not duplicate the note). Same model script, same
+so Temporal's retries of the activity do not duplicate the note), with the HTTP client our
+HttpTarget uses (httpx2, which openai brings into the peer's venv). Same model script, same
 agent, same turns; what is left between the two sides is our ledger and gateway.
 
 The activity keeps peer_baseline's name and signature (`lookup_activity(x: int) -> str`):
@@ -24,19 +25,19 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import httpx
+import httpx2
 import peer_baseline as pb
 from temporalio import activity
 
 TARGET_URL = os.environ.get("GW_PEER_TARGET_URL", "")
 KEY_PREFIX = os.environ.get("GW_PEER_KEY_PREFIX", "peer")
-_client: httpx.AsyncClient | None = None
+_client: httpx2.AsyncClient | None = None
 
 
-def _http() -> httpx.AsyncClient:
+def _http() -> httpx2.AsyncClient:
     global _client
     if _client is None:
-        _client = httpx.AsyncClient(timeout=httpx.Timeout(10.0))
+        _client = httpx2.AsyncClient(timeout=httpx2.Timeout(10.0))
     return _client
 
 

@@ -1209,7 +1209,7 @@ def peer_python(args: argparse.Namespace) -> str:
     if args.peer_python:
         return str(args.peer_python)
     python = PEER_VENV / "bin" / "python"
-    check = [str(python), "-c", "import temporalio.contrib.openai_agents, psutil, agents"]
+    check = [str(python), "-c", "import temporalio.contrib.openai_agents, psutil, agents, httpx2"]
     if python.exists() and subprocess.run(check, capture_output=True).returncode == 0:
         return str(python)
     base = shutil.which("python3") or sys.executable
