@@ -18,12 +18,15 @@ overhead_ms_p50 / _p95
     the same service with HttpTarget.execute (the same HttpTarget instance), nothing else.
     Same activity options for both (the run's timeouts, heartbeat timeout, retry policy); the
     order alternates per pair. Pairs run one at a time (uncontended). Delta per pair =
-    span(a) - span(b), where span is workflow-side: workflow.now() at the start of the
-    workflow task that received the activity's result minus workflow.now() at the start of the
-    workflow task that scheduled it (so: schedule, matching, worker execution, completion,
-    the next workflow task's dispatch). p50/p95 are over those per-pair deltas. Also reported:
-    the same deltas from the server's history timestamps (ActivityTaskScheduled ->
-    ActivityTaskCompleted) and from the worker's own execution time (an activity interceptor).
+    span(a) - span(b), where span is the activity's span in the server's history
+    (ActivityTaskScheduled -> ActivityTaskCompleted: matching, worker execution, completion).
+    p50/p95 are over those per-pair deltas. Also reported: the same deltas on the worker's own
+    execution time (an activity interceptor) and workflow-side (`_workflow_side`:
+    workflow.now() at the workflow task that received the result minus at the one that
+    scheduled it). The workflow-side delta is the run's own view, but on the dev server
+    workflow tasks start on a ~50 ms grid, so both spans of a pair mostly land in the same
+    slot and its median reads ~0 whatever the ledger costs; the activity span is the figure
+    held to the target.
 
 ledger_effects_per_s_c1 / _c8
     The dispatch path without Temporal: the real `EffectActivities.dispatch` method (claim ->
@@ -1464,15 +1467,11 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         details.get(k) for k in ("overhead", "ledger", "e2e", "peer", "peer_string_tool")
     )
     figures = {
-        "overhead_ms_p50": ov["delta_ms_workflow_side"]["p50"] if ov else None,
-        "overhead_ms_p95": ov["delta_ms_workflow_side"]["p95"] if ov else None,
-        "overhead_ms_mean": ov["delta_ms_workflow_side"]["mean"] if ov else None,
-        "overhead_ms_p50_activity_span": (
-            ov["delta_ms_server_schedule_to_close"]["p50"] if ov else None
-        ),
-        "overhead_ms_p95_activity_span": (
-            ov["delta_ms_server_schedule_to_close"]["p95"] if ov else None
-        ),
+        "overhead_ms_p50": ov["delta_ms_server_schedule_to_close"]["p50"] if ov else None,
+        "overhead_ms_p95": ov["delta_ms_server_schedule_to_close"]["p95"] if ov else None,
+        "overhead_ms_mean": ov["delta_ms_server_schedule_to_close"]["mean"] if ov else None,
+        "overhead_ms_p50_workflow_side": ov["delta_ms_workflow_side"]["p50"] if ov else None,
+        "overhead_ms_p95_workflow_side": ov["delta_ms_workflow_side"]["p95"] if ov else None,
         "overhead_ms_p50_worker_execution": (
             ov["delta_ms_worker_execution"]["p50"] if ov else None
         ),
@@ -1524,23 +1523,22 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             else result["ratios"]["e2e_over_peer_tool_turns"] >= 1.0
         ),
     }
-    span = figures["overhead_ms_p50_activity_span"]
+    side = figures["overhead_ms_p50_workflow_side"]
     result["same_threshold_on_other_measures"] = {
-        "overhead_ms_p50_activity_span<=3": None if span is None else span <= 3.0,
+        "overhead_ms_p50_workflow_side<=3": None if side is None else side <= 3.0,
     }
     result["method"] = {
-        "overhead": "per pair, workflow-side span of effect_dispatch minus that of a plain "
-        "activity doing HttpTarget.execute of the same request to the same HTTP service, same "
-        "worker and activity options, alternating order, one pair at a time; p50/p95 of the "
-        "per-pair deltas (span = workflow.now() at the task that got the result minus at the "
-        "task that scheduled it). Caveat: on the dev server that span is quantised (workflow "
-        "tasks start on a ~50 ms grid: details.overhead.workflow_tasks_ms.start_to_next_start "
-        "and workflow_side_span_histogram_10ms), so a few extra ms are mostly absorbed at the "
-        "median and show in the mean and the tail. overhead_ms_p50_activity_span is the same "
-        "pairing on the server's history timestamps (ActivityTaskScheduled -> "
-        "ActivityTaskCompleted: matching, worker execution, completion; no workflow-task "
-        "quantum); overhead_ms_p50_worker_execution is the pairing on the worker's own "
-        "execution time (an activity interceptor).",
+        "overhead": "per pair, the activity span of effect_dispatch in the server's history "
+        "(ActivityTaskScheduled -> ActivityTaskCompleted: matching, worker execution, "
+        "completion) minus that of a plain activity doing HttpTarget.execute of the same "
+        "request to the same HTTP service, same worker and activity options, alternating "
+        "order, one pair at a time; p50/p95/mean of the per-pair deltas. "
+        "overhead_ms_p50_worker_execution is the pairing on the worker's own execution time "
+        "(an activity interceptor). overhead_ms_p50_workflow_side pairs the workflow-side "
+        "spans (workflow.now() at the task that got the result minus at the task that "
+        "scheduled it); on the dev server those are quantised (workflow tasks start on a ~50 "
+        "ms grid: details.overhead.workflow_tasks_ms.start_to_next_start and "
+        "workflow_side_span_histogram_10ms), so a few extra ms are absorbed at the median.",
         "ledger": "EffectActivities.dispatch itself via temporalio.testing.ActivityEnvironment "
         "(claim, payload, NullTarget.execute, settle + domain event, with its logging), 1 or 8 "
         "asyncio callers, one psycopg pool of 10, fresh key each; effects/s over the window.",
