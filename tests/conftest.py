@@ -11,10 +11,12 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from adapters.ledger import EffectLedger
 from adapters.migrate import migrate
 from contracts.search_attributes import dev_server_args
 from workers.binaries import temporal_binary
@@ -56,6 +58,15 @@ def database_url() -> Iterator[str]:
 async def migrated_database(database_url: str) -> str:
     await migrate(database_url)
     return database_url
+
+
+@pytest.fixture
+async def ledger(migrated_database: str) -> AsyncIterator[EffectLedger]:
+    """The effect ledger on the session's database, through its own small autocommit pool."""
+    async with AsyncConnectionPool(
+        migrated_database, min_size=1, max_size=4, kwargs={"autocommit": True}
+    ) as pool:
+        yield EffectLedger(pool)
 
 
 @pytest.fixture(scope="session")

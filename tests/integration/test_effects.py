@@ -6,13 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
-from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client, WorkflowHandle
 
 from adapters.ledger import EffectLedger
@@ -21,14 +19,6 @@ from contracts.run import ActivityTimeouts, RunState
 from contracts.status import RunStatus, WaitingReason
 from definitions.notes_writer import note_effect_key
 from tests.helpers import running_worker, spec, start, write_script
-
-
-@pytest.fixture
-async def ledger(migrated_database: str) -> AsyncIterator[EffectLedger]:
-    async with AsyncConnectionPool(
-        migrated_database, min_size=1, max_size=2, kwargs={"autocommit": True}
-    ) as pool:
-        yield EffectLedger(pool)
 
 
 def _targets(url: str) -> dict[str, Any]:

@@ -3,28 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import psycopg
 import pytest
-from psycopg_pool import AsyncConnectionPool
 
 from adapters.ledger import AlreadySettled, Claimed, EffectLedger, KeyConflict
 from contracts.effects import EffectResolution, EffectStatus, PreparedCall, ResolveEffectInput
 from contracts.run import EffectClass
-
-
-@pytest.fixture
-async def ledger(migrated_database: str) -> AsyncIterator[EffectLedger]:
-    pool = AsyncConnectionPool(
-        migrated_database, min_size=1, max_size=4, open=False, kwargs={"autocommit": True}
-    )
-    await pool.open()
-    try:
-        yield EffectLedger(pool)
-    finally:
-        await pool.close()
 
 
 def call(key: str, request_hash: str = "h1", run_id: str = "r1") -> PreparedCall:

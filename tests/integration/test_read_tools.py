@@ -11,11 +11,12 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 
+from adapters.ledger import EffectLedger
 from contracts.model_turn import MODEL_TURN_ACTIVITY
 from contracts.run import ToolExecution, ToolPolicy
 from contracts.status import RunStatus
 from contracts.tool_call import LOCAL_READS_PATCH, TOOL_CALL_ACTIVITY
-from tests.helpers import replayer, running_worker, spec, start
+from tests.helpers import replayer, running_worker, spec, start, write_script
 
 
 def _scheduled(history: WorkflowHistory) -> list[str]:
@@ -119,3 +120,79 @@ def test_as_activity_is_pinned_into_the_policy_snapshot_and_refused_for_governed
     governed = next(t for t in notes_writer().tools if t.name == "publish_note")
     with pytest.raises(TypeError, match="governed tools always run as activities"):
         as_activity(governed)  # type: ignore[arg-type]
+
+
+_FLAKY_CALLS: dict[str, list[float]] = {}
+"""token -> monotonic time of each call of flaky_lookup (the worker runs in this process)."""
+
+
+def _flaky_reader() -> Any:
+    from agents import Agent, function_tool
+
+    # failure_error_function=None: the exception fails the tool call instead of becoming
+    # error text for the model, so Temporal's retry policy decides what happens next.
+    @function_tool(failure_error_function=None)
+    async def flaky_lookup(token: str) -> str:
+        """Look a token up; the first two calls fail."""
+        import time
+
+        calls = _FLAKY_CALLS.setdefault(token, [])
+        calls.append(time.monotonic())
+        if len(calls) <= 2:
+            raise ConnectionError(f"lookup service unavailable (call {len(calls)})")
+        return f"found {token} on call {len(calls)}"
+
+    return Agent(name="flaky-reader", instructions="Look the token up.", tools=[flaky_lookup])
+
+
+@pytest.mark.parametrize("execution", [ToolExecution.LOCAL, ToolExecution.ACTIVITY])
+async def test_a_failing_read_is_retried_with_backoff_and_never_touches_the_ledger(
+    client: Client,
+    task_queue: str,
+    migrated_database: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    ledger: EffectLedger,
+    execution: ToolExecution,
+) -> None:
+    from definitions import catalog
+
+    monkeypatch.setitem(catalog.CATALOG, "flaky-reader", _flaky_reader)  # type: ignore[index]
+    token = f"tok-{task_queue[-8:]}-{execution.value}"
+    script = write_script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "flaky_lookup", "arguments": {"token": token}}]},
+            {"text": "{{last_tool_output}}"},
+        ],
+    )
+    run = spec(
+        f"scripted:{script}",
+        agent="flaky-reader",
+        policy={"flaky_lookup": ToolPolicy(execution=execution)},
+    )
+    async with running_worker(client, task_queue, migrated_database):
+        handle = await start(client, run, task_queue)
+        result = await handle.result()
+        history = await handle.fetch_history()
+    assert result.status is RunStatus.COMPLETED
+    assert result.final_output == f"found {token} on call 3"
+    calls = _FLAKY_CALLS[token]
+    assert len(calls) == 3
+    # TOOL_RETRY: 1 s, then doubling. Lower bounds only: the backoff exists and grows.
+    assert calls[1] - calls[0] >= 0.9, calls
+    assert calls[2] - calls[1] >= 1.8, calls
+    if execution is ToolExecution.LOCAL:
+        assert _local_activity_types(history) == [TOOL_CALL_ACTIVITY]
+        assert TOOL_CALL_ACTIVITY not in _scheduled(history)
+    else:
+        assert _scheduled(history) == [MODEL_TURN_ACTIVITY, TOOL_CALL_ACTIVITY, MODEL_TURN_ACTIVITY]
+        started = [
+            e.activity_task_started_event_attributes.attempt
+            for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+        ]
+        assert started == [1, 3, 1]  # the tool call's third attempt is the one recorded
+    assert await ledger.list_effects(run_id=run.run_id) == []
+    assert await ledger.events(run.run_id) == []
+    await _replays(history)
