@@ -46,10 +46,12 @@ async def publish_note_activity(x: int) -> str:
     """Publish note x at the HTTP target; Temporal's retries reuse the idempotency key."""
     info = activity.info()
     key = f"{KEY_PREFIX}-{info.workflow_id}-{info.activity_id}"
+    note_id, revision = f"{info.workflow_id}-n{x}", x + 1
+    # The body notes-writer's publish_note builds for the target (definitions/notes_writer.py).
     body: dict[str, Any] = {
-        "note_id": f"{info.workflow_id}-n{x}",
-        "revision": x + 1,
-        "content": f"# {info.workflow_id} note {x}\n\nrevision {x + 1} of a benchmark note.\n",
+        "path": f"notes/{note_id}.md",
+        "content": f"# {info.workflow_id} note {x}\n\nrevision {revision} of a benchmark note.\n",
+        "message": f"Publish {note_id} r{revision}",
     }
     text = json.dumps(body, sort_keys=True, separators=(",", ":"))
     response = await _http().post(

@@ -1151,7 +1151,6 @@ class E2EBench:
 
     async def finish(self) -> dict[str, Any]:
         """Every tool call must be one succeeded effect, one event, one commit at the target."""
-        import httpx2
         import psycopg
 
         stack, tag, k, reps = self.stack, self.tag, self.k, self.reps
@@ -1167,9 +1166,8 @@ class E2EBench:
             )
             row = await cur.fetchone()
             events = int(row[0]) if row else 0
-        async with httpx2.AsyncClient() as http:
-            stats = (await http.get(f"{stack.target_url}/stats", timeout=10)).json()
-        e2e_keys = [key for key in stats["commits"] if key.startswith(f"note-e2e-{tag}-")]
+        commits = await target_commits(stack.target_url)
+        e2e_keys = [key for key in commits if key.startswith(f"note-e2e-{tag}-")]
         handle = self.client.get_workflow_handle(f"run-e2e-{tag}-r0-0")
         acts: dict[str, int] = {}
         async for ev in handle.fetch_history_events():
@@ -1196,9 +1194,7 @@ class E2EBench:
                 "ledger_effects_by_status": statuses,
                 "domain_events": events,
                 "target_keys": len(e2e_keys),
-                "target_commits_max_per_key": max(
-                    (int(stats["commits"][key]) for key in e2e_keys), default=0
-                ),
+                "target_commits_max_per_key": max((commits[key] for key in e2e_keys), default=0),
                 "ok": statuses == {"succeeded": expected_effects}
                 and events == expected_effects
                 and len(e2e_keys) == expected_effects,
@@ -1239,6 +1235,8 @@ PEER_TOOLS = ("http", "string")
 """The peer's tool: `http` publishes the same note to the same HTTP target as ours (the same
 workload without the ledger, bench/_peer_http_tool.py); `string` is peer_baseline.py's own
 activity returning a string (no effect anywhere)."""
+PEER_KEY_PREFIX = "peer-r"
+"""The http peer's idempotency keys start with this and the rep number."""
 
 
 async def peer_rep(
@@ -1253,7 +1251,10 @@ async def peer_rep(
     if tool == "http":
         if not target_url:
             raise RuntimeError("the http peer needs the target service (the e2e phase's)")
-        extra_env = {"GW_PEER_TARGET_URL": target_url, "GW_PEER_KEY_PREFIX": f"peer-r{rep}"}
+        extra_env = {
+            "GW_PEER_TARGET_URL": target_url,
+            "GW_PEER_KEY_PREFIX": f"{PEER_KEY_PREFIX}{rep}",
+        }
     cmd = [
         python,
         str(script),
@@ -1311,16 +1312,29 @@ async def peer_rep(
     return one
 
 
-async def peer_target_check(target_url: str | None) -> dict[str, Any]:
-    """The http peer's notes as the target counted them: each key committed once."""
+async def target_commits(target_url: str) -> dict[str, int]:
+    """Commits per idempotency key, as the target service itself counts them (GET /stats)."""
     import httpx2
 
     async with httpx2.AsyncClient() as http:
         stats = (await http.get(f"{target_url}/stats", timeout=10)).json()
-    keys = [key for key in stats["commits"] if key.startswith("peer-r")]
+    return {str(key): int(n) for key, n in stats["commits"].items()}
+
+
+async def peer_target_check(
+    args: argparse.Namespace, target_url: str, reps: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The http peer's notes as the target counted them: each key committed once, and at
+    least one key per tool call of the measured runs (warm-up and sequential runs add more)."""
+    commits = await target_commits(target_url)
+    keys = [key for key in commits if key.startswith(PEER_KEY_PREFIX)]
+    most = max((commits[k] for k in keys), default=0)
+    measured_calls = sum(int(r["n"]) for r in reps) * (args.turns - 1)
     return {
         "target_keys": len(keys),
-        "target_commits_max_per_key": max((int(stats["commits"][k]) for k in keys), default=0),
+        "measured_tool_calls": measured_calls,
+        "target_commits_max_per_key": most,
+        "ok": most == 1 and len(keys) >= measured_calls,
     }
 
 
@@ -1456,7 +1470,9 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             elif tool in peer_errors:
                 details[name] = {"error": peer_errors[tool]}
         if peer_reps.get("http"):
-            details["peer"]["check"] = await peer_target_check(stack.target_url)
+            details["peer"]["check"] = await peer_target_check(
+                args, stack.target_url, peer_reps["http"]
+            )
         stack.stop()
     finally:
         stack.stop()
