@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -134,8 +135,6 @@ def _flaky_reader() -> Any:
     @function_tool(failure_error_function=None)
     async def flaky_lookup(token: str) -> str:
         """Look a token up; the first two calls fail."""
-        import time
-
         calls = _FLAKY_CALLS.setdefault(token, [])
         calls.append(time.monotonic())
         if len(calls) <= 2:
