@@ -38,6 +38,9 @@ ledger_effects_per_s_c1 / _c8
     configured as in the worker (structlog JSON), written to a file in the temp folder.
     A c=1 breakdown reproduces the same sequence by hand (EffectLedger.claim, the activity's
     own _payload and _execute, EffectLedger.settle(..., domain_event=...)) with a timer per phase.
+    The pool is adapters.pool's recent-first one; details.ledger.fifo_c1 / fifo_c8 are the
+    same series on psycopg_pool's own longest-idle-first order, in the same reps
+    (ratios.ledger_recent_first_over_fifo_pool).
 
 pg_floor_tx_per_s_c8
     bench/peer_baseline.py's postgres scenario in the same Postgres, same run: 8 dedicated
@@ -565,23 +568,31 @@ async def _pg_floor(uri: str, conns: int, seconds: float) -> dict[str, Any]:
 class LedgerBench:
     """Drives EffectActivities.dispatch directly through an ActivityEnvironment."""
 
-    def __init__(self, database_url: str) -> None:
+    def __init__(self, database_url: str, *, fifo: bool = False) -> None:
         self.database_url = database_url
+        self.fifo = fifo
         self.pool: Any = None
         self.counter = 0
         self.tag = uuid.uuid4().hex[:8]
 
     async def open(self) -> None:
-        from psycopg_pool import AsyncConnectionPool
-
         from activities.effects import EffectActivities
         from adapters.ledger import EffectLedger
+        from adapters.pool import new_pool
         from contracts.effects import EFFECT_DISPATCH_ACTIVITY
 
-        # worker_deps' pool (max_size=10, autocommit), opened full so no connect is timed.
-        self.pool = AsyncConnectionPool(
-            self.database_url, min_size=10, max_size=10, open=False, kwargs={"autocommit": True}
-        )
+        # worker_deps' pool (recent-first, max_size=10, autocommit), opened full so no
+        # connect is timed; fifo=True is psycopg_pool's own order (longest-idle first), the
+        # comparison adapters/pool.py is there for.
+        if self.fifo:
+            from psycopg_pool import AsyncConnectionPool
+
+            self.pool = AsyncConnectionPool(
+                self.database_url, min_size=10, max_size=10, open=False,
+                kwargs={"autocommit": True},
+            )  # fmt: skip
+        else:
+            self.pool = new_pool(self.database_url, min_size=10, max_size=10)
         await self.pool.open(wait=True, timeout=30)
         self.ledger = EffectLedger(self.pool)
         self.target = NullTarget()
@@ -744,20 +755,19 @@ async def bench_ledger(args: argparse.Namespace, stack: Stack, pg_cpu: CpuMeter)
 
     bench = LedgerBench(stack.database_url)
     await bench.open()
+    fifo = LedgerBench(stack.database_url, fifo=True)
+    await fifo.open()
     secs = args.ledger_seconds
     out: dict[str, Any] = {"postgres": settings, "transport": "unix socket", "seconds": secs}
     try:
         log("ledger: warm-up")
         await bench.series(8, 1.0)
+        await fifo.series(8, 1.0)
         await _pg_floor(stack.database_url, 8, 0.7)
-        reps: dict[str, list[dict[str, Any]]] = {
-            "floor_c1": [],
-            "floor_c8": [],
-            "ledger_c1": [],
-            "ledger_c8": [],
-        }
+        order = ("floor_c8", "ledger_c1", "ledger_c8", "floor_c1", "fifo_c1", "fifo_c8")
+        reps: dict[str, list[dict[str, Any]]] = {name: [] for name in order}
         for rep in range(args.ledger_reps):
-            for name in ("floor_c8", "ledger_c1", "ledger_c8", "floor_c1"):
+            for name in order:
                 callers = 8 if name.endswith("c8") else 1
                 pg_cpu.start()
                 if name.startswith("floor"):
@@ -767,7 +777,7 @@ async def bench_ledger(args: argparse.Namespace, stack: Stack, pg_cpu: CpuMeter)
                     # or their CPU is not in its children's times yet.
                     await asyncio.sleep(0.3)
                 else:
-                    r = await bench.series(callers, secs)
+                    r = await (fifo if name.startswith("fifo") else bench).series(callers, secs)
                     n = r["effects"]
                 used, machine = pg_cpu.stop()
                 r["cpu_ms_per_op"] = {k: r3(v * 1000 / max(1, n)) for k, v in used.items()}
@@ -804,6 +814,7 @@ async def bench_ledger(args: argparse.Namespace, stack: Stack, pg_cpu: CpuMeter)
                 log(f"  {line}")
     finally:
         await bench.close()
+        await fifo.close()
     return out
 
 
@@ -995,6 +1006,13 @@ async def bench_overhead(args: argparse.Namespace, stack: Stack) -> dict[str, An
                     f"ledger {med([p['wf_ledger'] for p in last]):.1f} ms, "
                     f"plain {med([p['wf_plain'] for p in last]):.1f} ms (workflow side)"
                 )
+            # How many backends the dispatches were spread over: psycopg_pool hands out
+            # the longest-idle connection, and an idle backend's first commit is slower.
+            pool_stats = {
+                k: v
+                for k, v in deps.pool.get_stats().items()
+                if k in ("pool_min", "pool_max", "pool_size", "pool_available", "connections_num")
+            }
 
     _, machine = meter.stop()
 
@@ -1022,6 +1040,7 @@ async def bench_overhead(args: argparse.Namespace, stack: Stack) -> dict[str, An
             "worker_execution": dist([p["exec_plain"] for p in pairs if p["exec_plain"]]),
         },
         "workflow_tasks_ms": {k: dist(v) for k, v in wft.items()},
+        "worker_pool": pool_stats,
         "workflow_side_span_histogram_10ms": {
             "ledger": histogram([p["wf_ledger"] for p in pairs], 10.0),
             "plain": histogram([p["wf_plain"] for p in pairs], 10.0),
@@ -1502,6 +1521,14 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     result["ratios"] = {
         "ledger_c8_over_pg_floor_c8": ratio(
             figures["ledger_effects_per_s_c8"], figures["pg_floor_tx_per_s_c8"]
+        ),
+        "ledger_recent_first_over_fifo_pool": (
+            {
+                c: ratio(lg[f"ledger_{c}"]["effects_per_s"], lg[f"fifo_{c}"]["effects_per_s"])
+                for c in ("c1", "c8")
+            }
+            if lg
+            else None
         ),
         "e2e_over_peer_tool_turns": ratio(
             figures["e2e_tool_turns_per_s"], figures["peer_tool_turns_per_s"]

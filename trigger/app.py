@@ -14,7 +14,6 @@ from typing import Any, Literal
 import psycopg
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ValidationError
 from temporalio.client import (
     Client,
@@ -27,6 +26,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from adapters.approvals import ApproverConfig
 from adapters.input_log import Conflict, InputLog
 from adapters.ledger import EffectLedger
+from adapters.pool import new_pool
 from adapters.waits import WaitStore
 from contracts.approvals import (
     ApprovalDecision,
@@ -140,9 +140,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        pool = AsyncConnectionPool(
-            database_url, min_size=2, max_size=16, open=False, kwargs={"autocommit": True}
-        )
+        pool = new_pool(database_url, min_size=2, max_size=16)
         await pool.open(wait=True, timeout=30)
         state["inputs"] = InputLog(pool)
         state["waits"] = WaitStore(pool)

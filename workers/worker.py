@@ -28,6 +28,7 @@ from adapters.evidence import EvidenceStore
 from adapters.ledger import EffectLedger
 from adapters.models import ModelRouter
 from adapters.models.routes import ModelRouterConfig
+from adapters.pool import new_pool
 from adapters.targets.registry import TargetRegistry
 from adapters.transcripts import TranscriptStore
 from adapters.waits import WaitStore
@@ -79,9 +80,7 @@ class WorkerDeps:
 
 @asynccontextmanager
 async def worker_deps(settings: Settings, database_url: str) -> AsyncIterator[WorkerDeps]:
-    pool = AsyncConnectionPool(
-        database_url, min_size=1, max_size=10, open=False, kwargs={"autocommit": True}
-    )
+    pool = new_pool(database_url, min_size=1, max_size=10)
     await pool.open(wait=True, timeout=30)
     try:
         router = ModelRouter(
