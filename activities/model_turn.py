@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -11,6 +12,7 @@ from agents import (
     AgentOutputSchemaBase,
     FunctionTool,
     Handoff,
+    ModelResponse,
     ModelSettings,
     ModelTracing,
     UserError,
@@ -87,6 +89,10 @@ def _handoff(spec: HandoffSpec) -> Handoff[Any, Any]:
     )
 
 
+def _transcript_missing(err: TranscriptMissingError) -> ApplicationError:
+    return ApplicationError(str(err), type="TranscriptMissing", non_retryable=True)
+
+
 class ModelTurnActivities:
     """Holds the worker's model router and transcript store."""
 
@@ -121,11 +127,52 @@ class ModelTurnActivities:
         log = activity_logger(step=turn.step, route=turn.model_route)
         try:
             turn = await self._with_context(turn)
-            ref, items = await self._transcripts.append(
-                turn.run_id, turn.parent_ref, turn.new_items
-            )
+            staged = await self._transcripts.stage(turn.run_id, turn.parent_ref, turn.new_items)
         except TranscriptMissingError as err:
-            raise ApplicationError(str(err), type="TranscriptMissing", non_retryable=True) from err
+            raise _transcript_missing(err) from err
+        # The node commits while the model works: its ref reaches history only in this
+        # activity's result, which waits for the write, and a write that fails (its parent
+        # is gone) fails the turn as before. Saves a commit's latency per turn.
+        write = asyncio.ensure_future(staged.commit())
+        try:
+            response, ms = await self._respond(turn, staged.items, log)
+        except BaseException:
+            done = await asyncio.gather(write, return_exceptions=True)
+            if isinstance(done[0], TranscriptMissingError):
+                raise _transcript_missing(done[0]) from done[0]
+            raise
+        try:
+            await write
+        except TranscriptMissingError as err:
+            raise _transcript_missing(err) from err
+        ref = staged.ref
+        usage = response.usage
+        log.info(
+            "model_turn",
+            transcript_ref=ref,
+            items=len(staged.bodies_all),
+            new_items=len(turn.new_items),
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            ms=ms,
+        )
+        return ModelTurnResult(
+            output=[item.model_dump(mode="json", exclude_unset=True) for item in response.output],
+            usage=TurnUsage(
+                requests=usage.requests,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                total_tokens=usage.total_tokens,
+            ),
+            response_id=response.response_id,
+            transcript_ref=ref,
+            context_stored=turn.context_digest,
+        )
+
+    async def _respond(
+        self, turn: ModelTurnInput, items: list[dict[str, Any]], log: Any
+    ) -> tuple[ModelResponse, float]:
+        """The model's response to the transcript, and how long the call took (ms)."""
         model_input = await self._transcripts.expand_markers(items)
         try:
             model = self._router.get(turn.model_route)
@@ -163,25 +210,4 @@ class ModelTurnActivities:
             ) from err
         except ScriptExhaustedError as err:
             raise ApplicationError(str(err), type="ScriptExhausted", non_retryable=True) from err
-        usage = response.usage
-        log.info(
-            "model_turn",
-            transcript_ref=ref,
-            items=len(items),
-            new_items=len(turn.new_items),
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            ms=round((time.perf_counter() - started) * 1000, 1),
-        )
-        return ModelTurnResult(
-            output=[item.model_dump(mode="json", exclude_unset=True) for item in response.output],
-            usage=TurnUsage(
-                requests=usage.requests,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                total_tokens=usage.total_tokens,
-            ),
-            response_id=response.response_id,
-            transcript_ref=ref,
-            context_stored=turn.context_digest,
-        )
+        return response, round((time.perf_counter() - started) * 1000, 1)

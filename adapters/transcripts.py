@@ -54,6 +54,41 @@ class _TranscriptCache:
             self._bytes -= entry[2]
 
 
+class StagedAppend:
+    """A transcript node computed but not yet written: its ref and whole transcript are
+    known before the write, so a model turn can send the model its input while the node
+    commits, and must await `commit()` before it names the ref anywhere durable."""
+
+    def __init__(
+        self,
+        store: TranscriptStore,
+        run_id: str,
+        parent_ref: str | None,
+        ref: str,
+        prefix: tuple[str, ...],
+        bodies: list[str],
+        digests: list[str],
+        depth: int,
+    ) -> None:
+        self._store = store
+        self.run_id = run_id
+        self.parent_ref = parent_ref
+        self.ref = ref
+        self.bodies = bodies
+        self.digests = digests
+        self.depth = depth
+        self.bodies_all = (*prefix, *bodies)
+
+    @property
+    def items(self) -> list[dict[str, Any]]:
+        """The whole transcript, parent first, as fresh dicts."""
+        return [json.loads(b) for b in self.bodies_all]
+
+    async def commit(self) -> None:
+        """Write the node; TranscriptMissingError if its parent is not stored. Idempotent."""
+        await self._store._write_node(self)
+
+
 class TranscriptStore:
     """Postgres-backed, content-addressed; every write is an idempotent upsert."""
 
@@ -116,7 +151,15 @@ class TranscriptStore:
     async def append(
         self, run_id: str, parent_ref: str | None, items: list[dict[str, Any]]
     ) -> tuple[str, list[dict[str, Any]]]:
-        """Store items after parent_ref; return the new ref and the whole transcript.
+        """Store items after parent_ref; return the new ref and the whole transcript."""
+        staged = await self.stage(run_id, parent_ref, items)
+        await staged.commit()
+        return staged.ref, staged.items
+
+    async def stage(
+        self, run_id: str, parent_ref: str | None, items: list[dict[str, Any]]
+    ) -> StagedAppend:
+        """The new ref and the whole transcript now; the write when `commit()` is awaited.
 
         Nodes are immutable and named by their content, so a parent this worker has seen is
         taken from memory; the write is one statement (blobs and node together, atomic in
@@ -124,7 +167,6 @@ class TranscriptStore:
         """
         bodies = [canonical_json(item) for item in items]
         digests = [sha256_hex(b) for b in bodies]
-        ref = transcript_ref(parent_ref, digests)
         prefix: tuple[str, ...] = ()
         depth = 0
         if parent_ref is not None:
@@ -135,6 +177,12 @@ class TranscriptStore:
                 prefix = tuple(loaded)
             else:
                 prefix, depth = cached
+        return StagedAppend(
+            self, run_id, parent_ref, transcript_ref(parent_ref, digests), prefix, bodies,
+            digests, depth + 1,
+        )  # fmt: skip
+
+    async def _write_node(self, staged: StagedAppend) -> None:
         async with self._pool.connection() as conn:
             try:
                 async with one_statement(conn):
@@ -144,16 +192,15 @@ class TranscriptStore:
                         " ON CONFLICT (digest) DO NOTHING)"
                         " INSERT INTO transcript_nodes (ref, parent_ref, run_id, item_digests, depth)"
                         " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (ref) DO NOTHING",
-                        (digests, bodies, [len(b.encode()) for b in bodies],
-                         ref, parent_ref, run_id, digests, depth + 1),
+                        (staged.digests, staged.bodies, [len(b.encode()) for b in staged.bodies],
+                         staged.ref, staged.parent_ref, staged.run_id, staged.digests,
+                         staged.depth),
                     )  # fmt: skip
             except ForeignKeyViolation as err:
-                if parent_ref is not None:
-                    self._cache.discard(parent_ref)
-                raise TranscriptMissingError(f"transcript {parent_ref} not found") from err
-        transcript = (*prefix, *bodies)
-        self._cache.put(ref, transcript, depth + 1)
-        return ref, [json.loads(b) for b in transcript]
+                if staged.parent_ref is not None:
+                    self._cache.discard(staged.parent_ref)
+                raise TranscriptMissingError(f"transcript {staged.parent_ref} not found") from err
+        self._cache.put(staged.ref, staged.bodies_all, staged.depth)
 
     async def load(self, ref: str) -> list[dict[str, Any]]:
         cached = self._cache.get(ref)
