@@ -130,9 +130,9 @@ class ModelTurnActivities:
             staged = await self._transcripts.stage(turn.run_id, turn.parent_ref, turn.new_items)
         except TranscriptMissingError as err:
             raise _transcript_missing(err) from err
-        # The node commits while the model works: its ref reaches history only in this
-        # activity's result, which waits for the write, and a write that fails (its parent
-        # is gone) fails the turn as before. Saves a commit's latency per turn.
+        # The node commits while the model works, so the model call does not wait on it: its
+        # ref reaches history only in this activity's result, which waits for the write, and
+        # a write that finds its parent gone fails the turn (test_turn_context.py).
         write = asyncio.ensure_future(staged.commit())
         try:
             response, ms = await self._respond(turn, staged.items, log)

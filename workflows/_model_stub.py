@@ -192,8 +192,8 @@ class WorkflowModel(Model):
             digests[i] if i < len(seen) and item == seen[i] else content_hash(item)
             for i, item in enumerate(items)
         ]
-        # No copies needed: plain_item builds every item afresh each turn, so nothing else
-        # holds these dicts to change them before the next turn compares against them.
+        # Kept without copies: plain_item builds the SDK's items afresh each turn, injected
+        # steers are reused but never changed, and nothing changes an item after it is hashed.
         self._hashed_items = items
         self._hashed_item_digests = hashes
         return hashes

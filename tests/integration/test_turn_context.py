@@ -91,3 +91,40 @@ async def test_a_context_that_does_not_match_its_digest_is_refused_and_not_store
         assert refused.value.non_retryable
         with pytest.raises(TranscriptMissingError):
             await deps.transcripts.get_context("0" * 64)
+
+
+async def test_a_parent_gone_from_the_store_fails_the_turn_even_while_the_model_also_fails(
+    migrated_database: str,
+) -> None:
+    """The node's write runs beside the model call: when it finds its parent gone (cached
+    by this worker, deleted from Postgres), the turn fails TranscriptMissing, not with the
+    model's error, and no node is left behind."""
+    import dataclasses
+
+    import psycopg
+    import pytest
+    from temporalio.exceptions import ApplicationError
+    from temporalio.testing import ActivityEnvironment
+
+    async with worker_deps(Settings(), migrated_database) as deps:
+        parent, _ = await deps.transcripts.append("gone-parent", None, [{"type": "message"}])
+        async with await psycopg.AsyncConnection.connect(migrated_database) as conn:
+            await conn.execute("DELETE FROM transcript_nodes WHERE ref = %s", (parent,))
+            await conn.commit()
+        turns = ModelTurnActivities(deps.router, deps.transcripts)
+        item = {"role": "user", "content": "next", "type": "message"}
+        turn = ModelTurnInput(
+            run_id="gone-parent", step=2, model_route="scripted:no-such-script",
+            agent_name="filler", parent_ref=parent, new_items=[item],
+        )  # fmt: skip
+        env = ActivityEnvironment()
+        env.info = dataclasses.replace(ActivityEnvironment.default_info(), heartbeat_timeout=None)
+        with pytest.raises(ApplicationError) as failed:
+            await env.run(turns.model_turn, turn)
+        assert failed.value.type == "TranscriptMissing"
+        assert failed.value.non_retryable
+        async with await psycopg.AsyncConnection.connect(migrated_database) as conn:
+            cur = await conn.execute(
+                "SELECT count(*) FROM transcript_nodes WHERE run_id = 'gone-parent'"
+            )
+            assert await cur.fetchone() == (0,)
