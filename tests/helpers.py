@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import select
 import signal
+import socket
 import subprocess
 import sys
 import uuid
@@ -21,6 +23,32 @@ from contracts.run import Budgets, Release, RunResult, RunSpec
 from workers.run_client import start_run
 from workers.settings import Settings
 from workers.worker import build_worker, worker_deps
+
+_PORTS_HANDED_OUT: set[int] = set()
+
+
+def free_port() -> int:
+    """A port for a server a test starts, chosen below the kernel's ephemeral range.
+
+    A port from binding port 0 comes from the ephemeral range (32768-60999 here) and is
+    released before our server binds it; in that gap the Temporal dev server's own
+    internal listeners (also bound to port 0) can take it, which once failed
+    `groundwork up` in CI with "address already in use" on the UI port. Ports from
+    20000-32767 are never handed out by the kernel for port 0, and the set keeps one
+    test process from handing the same port out twice.
+    """
+    for _ in range(200):
+        port = random.randint(20000, 32700)
+        if port in _PORTS_HANDED_OUT:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _PORTS_HANDED_OUT.add(port)
+        return port
+    raise RuntimeError("no free port found in 20000-32700")
 
 
 def write_script(tmp_path: Path, turns: list[dict[str, Any]], repeat_last: bool = False) -> Path:

@@ -21,10 +21,9 @@ from temporalio.client import Client
 
 from contracts.run import RunState
 from contracts.status import RunStatus, WaitingReason
-from tests.helpers import ROOT, running_worker, spec, start, write_script
+from tests.helpers import ROOT, free_port, running_worker, spec, start, write_script
 from tests.integration.test_trigger import (
     TriggerProcess,
-    _free_port,
     trigger_env,  # noqa: F401  (a fixture this module uses)
 )
 
@@ -34,7 +33,7 @@ def service(
     trigger_env: dict[str, str],  # noqa: F811
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[TriggerProcess]:
-    proc = TriggerProcess(trigger_env, _free_port(), tmp_path_factory.mktemp("cli") / "trigger.log")
+    proc = TriggerProcess(trigger_env, free_port(), tmp_path_factory.mktemp("cli") / "trigger.log")
     proc.start()
     try:
         yield proc

@@ -13,23 +13,19 @@ import psutil
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from tests.helpers import free_port
+
 ROOT = Path(__file__).parents[2]
 GROUNDWORK = [sys.executable, "-m", "cli"]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GROUNDWORK_")}
     env.update(
         GROUNDWORK_HOME=str(home),
-        GROUNDWORK_TEMPORAL_PORT=str(_free_port()),
-        GROUNDWORK_UI_PORT=str(_free_port()),
-        GROUNDWORK_TRIGGER_PORT=str(_free_port()),
+        GROUNDWORK_TEMPORAL_PORT=str(free_port()),
+        GROUNDWORK_UI_PORT=str(free_port()),
+        GROUNDWORK_TRIGGER_PORT=str(free_port()),
         GROUNDWORK_TASK_QUEUE=f"cli-{home.name}",
         COLUMNS="200",
     )

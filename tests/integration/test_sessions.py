@@ -34,8 +34,8 @@ from contracts.session import (
     SessionState,
     session_workflow_id,
 )
-from tests.helpers import running_worker
-from tests.integration.test_trigger import TriggerProcess, _auth, _free_port
+from tests.helpers import free_port, running_worker
+from tests.integration.test_trigger import TriggerProcess, _auth
 from trigger.policy import ActivationPolicy
 from workers.worker import prepare_agents_sdk, sandbox_runner
 from workflows.agent_run import AgentRunWorkflow
@@ -134,9 +134,7 @@ def session_env(
 def trigger(
     session_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[TriggerProcess]:
-    proc = TriggerProcess(
-        session_env, _free_port(), tmp_path_factory.mktemp("slog") / "trigger.log"
-    )
+    proc = TriggerProcess(session_env, free_port(), tmp_path_factory.mktemp("slog") / "trigger.log")
     proc.start()
     try:
         yield proc

@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from tests.helpers import ROOT, running_worker
+from tests.helpers import ROOT, free_port, running_worker
 from tests.integration.test_approvals import APPROVERS
 
 # Generous timeouts: a control waits for the run's update, which waits for activities on a
@@ -48,12 +47,6 @@ rules:
     action: RESUME
 default: PROJECT
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class TriggerProcess:
@@ -117,9 +110,7 @@ def trigger_env(
 def trigger(
     trigger_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[TriggerProcess]:
-    proc = TriggerProcess(
-        trigger_env, _free_port(), tmp_path_factory.mktemp("tlog") / "trigger.log"
-    )
+    proc = TriggerProcess(trigger_env, free_port(), tmp_path_factory.mktemp("tlog") / "trigger.log")
     proc.start()
     try:
         yield proc
@@ -412,7 +403,7 @@ async def test_crash_between_commit_and_activation_activates_once_after_restart(
     tmp_path: Path,
 ) -> None:
     trigger.stop()  # it would take the outbox row first: relays share the work by design
-    proc = TriggerProcess(trigger_env, _free_port(), tmp_path / "crashing.log")
+    proc = TriggerProcess(trigger_env, free_port(), tmp_path / "crashing.log")
     proc.start(GROUNDWORK_CRASH_AT="before_activation")
     body = _envelope(kind="command", type="lookup.requested", data={"text": "crash test"})
     try:

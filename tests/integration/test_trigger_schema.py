@@ -27,10 +27,9 @@ from temporalio.client import Client
 
 from contracts.run import RunState
 from contracts.status import RunStatus
-from tests.helpers import running_worker, spec, start, write_script
+from tests.helpers import free_port, running_worker, spec, start, write_script
 from tests.integration.test_trigger import (
     TriggerProcess,
-    _free_port,
     trigger_env,  # noqa: F401  (a fixture this module uses)
 )
 
@@ -43,7 +42,7 @@ def service(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[TriggerProcess]:
     proc = TriggerProcess(
-        trigger_env, _free_port(), tmp_path_factory.mktemp("schema") / "trigger.log"
+        trigger_env, free_port(), tmp_path_factory.mktemp("schema") / "trigger.log"
     )
     proc.start()
     try:
