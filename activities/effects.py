@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import psycopg
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -41,6 +42,13 @@ from contracts.effects import (
 )
 from definitions import catalog
 from definitions.governed import builder_of
+
+
+def _ledger_unavailable(phase: str, effect_key: str, err: Exception) -> ApplicationError:
+    """Retryable: the next attempt finds the row as this one left it and reconciles first."""
+    return ApplicationError(
+        f"effect ledger unavailable at {phase} of {effect_key}: {err}", type="LedgerUnavailable"
+    )
 
 
 def _from_record(record: EffectRecord, message: str, replayed: bool = False) -> EffectOutcome:
@@ -84,7 +92,11 @@ class EffectActivities:
         last_attempt = info.attempt >= request.max_attempts
         log = activity_logger(effect_key=call.effect_key, tool=call.tool_name, target=call.target)
         crash_point("before_intent")
-        claim = await self._ledger.claim(call, info.attempt)
+        try:
+            claim = await self._ledger.claim(call, info.attempt)
+        except psycopg.OperationalError as err:  # PoolTimeout too: the database is away
+            log.warning("effect_claim_failed", error=str(err), last_attempt=last_attempt)
+            raise _ledger_unavailable("claim", call.effect_key, err) from err
         if isinstance(claim, KeyConflict):
             log.warning(
                 "effect_conflict",
@@ -116,10 +128,20 @@ class EffectActivities:
         crash_point("after_intent")
 
         async def settle(status: EffectStatus, via: str = "execute", **fields: Any) -> Settled:
-            settled = await self._ledger.settle(
-                call.effect_key, claim.fence, status, run_id=call.run_id,
-                activity_attempt=info.attempt, **fields,
-            )  # fmt: skip
+            try:
+                settled = await self._ledger.settle(
+                    call.effect_key, claim.fence, status, run_id=call.run_id,
+                    activity_attempt=info.attempt, **fields,
+                )  # fmt: skip
+            except psycopg.OperationalError as err:
+                # What happened at the target is in this line only: the row stays
+                # `dispatching`, so the retry reconciles by key before it sends anything.
+                log.warning(
+                    "effect_settle_failed", status_from=claim.previous_status.value,
+                    wanted=status.value, via=via, external_ref=fields.get("external_ref"),
+                    error=str(err), last_attempt=last_attempt,
+                )  # fmt: skip
+                raise _ledger_unavailable("settle", call.effect_key, err) from err
             # One line per outcome: the transition this attempt made (or was refused).
             routine = status is EffectStatus.SUCCEEDED and not settled.stale
             (log.info if routine else log.warning)(

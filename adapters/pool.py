@@ -36,12 +36,19 @@ class RecentFirstPool(AsyncConnectionPool[AsyncConnection[Any]]):
         return await super()._get_ready_connection(timeout)
 
 
-def new_pool(database_url: str, *, min_size: int, max_size: int) -> RecentFirstPool:
-    """An unopened autocommit pool: every store opens its own transactions."""
+def new_pool(
+    database_url: str, *, min_size: int, max_size: int, wait_s: float = 30.0
+) -> RecentFirstPool:
+    """An unopened autocommit pool: every store opens its own transactions.
+
+    `wait_s` bounds how long a caller waits for a connection; while the database restarts
+    the pool keeps reconnecting in the background and a waiting caller gets the first one.
+    """
     return RecentFirstPool(
         database_url,
         min_size=min_size,
         max_size=max_size,
+        timeout=wait_s,
         open=False,
         kwargs={"autocommit": True},
     )

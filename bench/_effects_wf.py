@@ -34,7 +34,7 @@ from contracts.run import EffectClass, ToolPolicy
 
 PLAIN_ACTIVITY = "bench.plain_http_write"
 OVERHEAD_WORKFLOW = "BenchEffectOverhead"
-MAX_ATTEMPTS = 6  # as workflows.agent_run.EFFECT_MAX_ATTEMPTS
+MAX_ATTEMPTS = 6  # as workflows._effects.EFFECT_MAX_ATTEMPTS (the target's attempts)
 AGENT = "notes-writer"
 TOOL = "publish_note"
 TARGET = "notes"
@@ -76,7 +76,7 @@ def _options() -> dict[str, Any]:
             initial_interval=timedelta(seconds=1),
             backoff_coefficient=2.0,
             maximum_interval=timedelta(seconds=20),
-            maximum_attempts=MAX_ATTEMPTS,
+            maximum_attempts=0,  # as _effect_retry: a dispatch retries until it has a verdict
         ),
     }
 

@@ -86,6 +86,10 @@ class ActivityTimeouts(BaseModel):
     tool_call_s: float = Field(default=120.0, gt=0)
     heartbeat_s: float = Field(default=20.0, gt=0)
     """A worker that dies mid-call is detected after this long, and the call is retried."""
+    effect_retry_max_s: float = Field(default=20.0, gt=0)
+    """Longest wait between attempts of a governed write's dispatch. A dispatch retries
+    until it reaches a verdict (the ledger unreachable, a worker lost mid-call): the target's
+    own failures end it after a few attempts, inside the activity."""
 
 
 class BudgetUsage(BaseModel):

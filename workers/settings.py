@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     database_url: str | None = None
     """libpq URL of an external Postgres; when set, `up` starts no embedded Postgres."""
     task_queue: str = "groundwork"
+    db_wait_s: float = 30.0
+    """How long an activity waits for a Postgres connection (the database restarting, the
+    pool exhausted) before it fails and Temporal retries it; the retry reconciles first."""
     max_concurrent_activities: int = 100
     max_cached_workflows: int = 1000
     """Runs a worker keeps in memory (~0.4 MB each, measured); evicted runs replay on resume."""

