@@ -15,7 +15,7 @@ from adapters.approvals import ApprovalStore
 from cli._common import console, endpoints, fail, settings
 from contracts.approvals import ApprovalRequest, DecisionResult, Verdict, signed_decision
 from contracts.run import RunState, workflow_id_for
-from workers.client import connect
+from workers.client import connect, update_refusal
 from workers.settings import Settings
 
 approval_app = typer.Typer(no_args_is_help=True, help="Approval requests.")
@@ -107,7 +107,7 @@ def _decide(config: Settings, run_id: str, approval_id: str | None, verdict: Ver
                 "decide_approval", decision, result_type=DecisionResult
             )
         except WorkflowUpdateFailedError as err:
-            fail(f"refused: {err.cause}")
+            fail(f"refused: {update_refusal(err)}")
         if not result.accepted:
             fail(f"refused: {result.message}")
         console.print(f"{result.message}")

@@ -10,13 +10,19 @@ from contextlib import asynccontextmanager
 import typer
 from psycopg_pool import AsyncConnectionPool
 from rich.table import Table
+from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from adapters.ledger import EffectLedger
 from cli._common import console, endpoints, fail, settings
-from contracts.effects import EffectResolution, EffectStatus, ResolveEffectInput
+from contracts.effects import (
+    EffectResolution,
+    EffectResolutionResult,
+    EffectStatus,
+    ResolveEffectInput,
+)
 from contracts.run import workflow_id_for
-from workers.client import connect
+from workers.client import connect, update_refusal
 
 effect_app = typer.Typer(no_args_is_help=True, help="Effects in the ledger.")
 
@@ -140,7 +146,11 @@ def resolve(
     principal: str = typer.Option("cli", "--as", help="Who resolves it (recorded in the ledger)."),
     note: str = typer.Option("", "--note"),
 ) -> None:
-    """Answer an effect in requires_human: sends the run's `resolve_effect` signal."""
+    """Answer an effect in requires_human; returns once the run's ledger has recorded it.
+
+    Sent as the run's `decide_effect` update: a run not waiting on this effect refuses it
+    and nothing changes.
+    """
     chosen = [
         name
         for name, on in (
@@ -155,21 +165,23 @@ def resolve(
     if committed and not ref:
         fail("--committed needs --ref: where the effect is at the target", code=2)
     config = settings("WARNING")
+    answer = ResolveEffectInput(
+        effect_key=effect_key, resolution=EffectResolution(chosen[0]), external_ref=ref,
+        principal=principal, note=note,
+    )  # fmt: skip
 
     async def go() -> None:
         found = endpoints(config)
         client = await connect(found.temporal_address, config.temporal_namespace)
         handle = client.get_workflow_handle(workflow_id_for(run_id))
         try:
-            await handle.signal(
-                "resolve_effect",
-                ResolveEffectInput(
-                    effect_key=effect_key, resolution=EffectResolution(chosen[0]),
-                    external_ref=ref, principal=principal, note=note,
-                ),
-            )  # fmt: skip
+            result = await handle.execute_update(
+                "decide_effect", answer, result_type=EffectResolutionResult
+            )
+        except WorkflowUpdateFailedError as err:
+            fail(f"refused: {update_refusal(err)}")
         except RPCError as err:
-            fail(f"cannot signal run {run_id!r}: {err.message}")
-        console.print(f"sent resolve_effect ({chosen[0]}) for {effect_key} to run {run_id}")
+            fail(f"cannot reach run {run_id!r}: {err.message}")
+        console.print(result.message)
 
     asyncio.run(go())

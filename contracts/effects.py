@@ -92,13 +92,32 @@ class EffectResolution(StrEnum):
 
 
 class ResolveEffectInput(BaseModel):
-    """The `resolve_effect` signal: a human says what happened at the target."""
+    """A human says what happened at the target: the `resolve_effect` signal (what
+    `temporal workflow signal` sends) or the `decide_effect` update (CLI and HTTP)."""
 
     effect_key: str
     resolution: EffectResolution
     external_ref: str | None = None
     principal: str = "unknown"
     note: str = ""
+
+
+class EffectResolutionResult(BaseModel):
+    """The `decide_effect` update's answer, once the ledger has recorded the resolution."""
+
+    effect_key: str
+    resolution: EffectResolution
+    status: EffectStatus
+    """The ledger row's status after it: succeeded, prepared (dispatched again) or failed."""
+    external_ref: str | None = None
+    message: str
+
+
+def resolution_problem(resolution: ResolveEffectInput) -> str | None:
+    """Why this answer cannot be taken whatever the run's state, or None."""
+    if resolution.resolution is EffectResolution.COMMITTED and not resolution.external_ref:
+        return "a committed effect needs its external_ref: where it is at the target"
+    return None
 
 
 class EffectResolveActivityInput(BaseModel):

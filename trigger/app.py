@@ -37,7 +37,12 @@ from contracts.approvals import (
     binding_mismatch,
     sign,
 )
-from contracts.effects import EffectResolution, ResolveEffectInput
+from contracts.effects import (
+    EffectResolution,
+    EffectResolutionResult,
+    ResolveEffectInput,
+    resolution_problem,
+)
 from contracts.inputs import AgentInput, Caller, InputAccepted, InputKind, InputRecord
 from contracts.run import RunState, workflow_id_for
 from contracts.search_attributes import GW_AGENT, GW_STATUS, GW_TENANT
@@ -48,6 +53,7 @@ from trigger.activation import Activator
 from trigger.auth import RateLimiter, Unauthorized, caller_for_token, verify_webhook
 from trigger.config import TriggerSettings
 from trigger.policy import NOT_YET, ActivationPolicy
+from workers.client import update_refusal
 
 
 def _event_json(event: dict[str, Any]) -> dict[str, Any]:
@@ -432,6 +438,14 @@ def create_app(
         if control.action == "resolve_effect":
             if not control.effect_key or control.resolution is None:
                 raise ApiError(422, "resolve_effect needs effect_key and resolution")
+            problem = resolution_problem(
+                ResolveEffectInput(
+                    effect_key=control.effect_key, resolution=control.resolution,
+                    external_ref=control.external_ref,
+                )
+            )  # fmt: skip
+            if problem is not None:
+                raise ApiError(422, problem)
         elif control.action == "revoke":
             revoke_target = control.approval_id or (pending.approval_id if pending else None)
             if revoke_target is None:
@@ -462,12 +476,16 @@ def create_app(
         if control.action == "resolve_effect":
             assert control.effect_key is not None
             assert control.resolution is not None
-            await handle.signal(
-                "resolve_effect",
-                ResolveEffectInput(effect_key=control.effect_key, resolution=control.resolution,
-                                   external_ref=control.external_ref, principal=caller.principal, note=control.reason),
-            )  # fmt: skip
-            return ControlResult(accepted=True, message="resolve_effect sent", input_id=input_id)
+            try:
+                resolved: EffectResolutionResult = await handle.execute_update(
+                    "decide_effect",
+                    ResolveEffectInput(effect_key=control.effect_key, resolution=control.resolution,
+                                       external_ref=control.external_ref, principal=caller.principal, note=control.reason),
+                    result_type=EffectResolutionResult,
+                )  # fmt: skip
+            except WorkflowUpdateFailedError as err:
+                raise ApiError(409, f"refused: {update_refusal(err)}") from err
+            return ControlResult(accepted=True, message=resolved.message, input_id=input_id)
         if revoke_target is not None:
             await handle.signal(
                 "revoke",
@@ -484,7 +502,7 @@ def create_app(
                 "decide_approval", decision, result_type=DecisionResult
             )
         except WorkflowUpdateFailedError as err:
-            raise ApiError(409, f"refused: {err.cause}") from err
+            raise ApiError(409, f"refused: {update_refusal(err)}") from err
         if not result.accepted:
             raise ApiError(409, f"refused: {result.message}")
         return ControlResult(accepted=True, message=result.message, input_id=input_id)

@@ -29,11 +29,13 @@ from contracts.effects import (
     EffectOutcome,
     EffectRecord,
     EffectResolution,
+    EffectResolutionResult,
     EffectResolveActivityInput,
     EffectStatus,
     NeedsApproval,
     PreparedCall,
     ResolveEffectInput,
+    resolution_problem,
 )
 from contracts.prepare import prepare
 from contracts.run import (
@@ -72,6 +74,43 @@ class EffectsMixin(ApprovalsMixin):
             )
             return
         self._resolutions.setdefault(resolution.effect_key, resolution)
+
+    @workflow.update
+    async def decide_effect(self, resolution: ResolveEffectInput) -> EffectResolutionResult:
+        """Resolve with a synchronous answer (the CLI and HTTP use this): it returns once
+        the ledger has recorded the resolution."""
+        key = resolution.effect_key
+        self._resolutions[key] = resolution
+        await workflow.wait_condition(lambda: self._resolved.get(key, (None,))[0] is resolution)
+        _, record = self._resolved[key]
+        outcome = {
+            EffectResolution.COMMITTED: "the run goes on without sending it",
+            EffectResolution.NOT_COMMITTED: "it is dispatched again, once",
+            EffectResolution.ABANDON: "the model is told it failed",
+        }[resolution.resolution]
+        return EffectResolutionResult(
+            effect_key=key,
+            resolution=resolution.resolution,
+            status=record.status,
+            external_ref=record.external_ref,
+            message=(
+                f"effect {key} resolved {resolution.resolution.value} by "
+                f"{resolution.principal}: ledger {record.status.value}; {outcome}"
+            ),
+        )
+
+    @decide_effect.validator
+    def validate_decide_effect(self, resolution: ResolveEffectInput) -> None:
+        # A refused update leaves nothing in history and the caller gets the reason.
+        key = resolution.effect_key
+        if key not in self._awaiting_resolution:
+            waiting = ", ".join(sorted(self._awaiting_resolution)) or "none"
+            raise ValueError(f"this run is not waiting on effect {key!r} (waiting on: {waiting})")
+        if key in self._resolutions:
+            raise ValueError(f"effect {key!r} is already being resolved")
+        problem = resolution_problem(resolution)
+        if problem is not None:
+            raise ValueError(problem)
 
     # -- governed tools: prepare in here, dispatch through the ledger -------------------
 
@@ -219,6 +258,7 @@ class EffectsMixin(ApprovalsMixin):
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=TOOL_RETRY,
         )
+        self._resolved[call.effect_key] = (resolution, record)
         self._transition(
             RunStatus.RUNNING,
             "EffectResolved",

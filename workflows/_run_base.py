@@ -17,6 +17,7 @@ from contracts.approvals import (
     Verdict,
 )
 from contracts.effects import (
+    EffectRecord,
     ResolveEffectInput,
 )
 from contracts.run import (
@@ -66,6 +67,8 @@ class RunBase:
     exception (a tool's error becomes a UserError); run() honours it whatever surfaces."""
     _resolutions: dict[str, ResolveEffectInput]
     _awaiting_resolution: set[str]
+    _resolved: dict[str, tuple[ResolveEffectInput, EffectRecord]]
+    """The last resolution applied per effect key, with the ledger row it left."""
     _pending_approval: ApprovalRequest | None
     _granted: ApprovalDecision | None
     _decided: dict[str, Verdict]
@@ -87,6 +90,7 @@ class RunBase:
         self._approval_lock = asyncio.Lock()
         self._delivered = {}
         self._awaiting_resolution = set()
+        self._resolved = {}
 
     def _exhaust(self, message: str) -> BudgetExhaustedError:
         self._must_fail = (FailureReason.BUDGET, message)

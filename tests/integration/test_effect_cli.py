@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx2
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from adapters.ledger import EffectLedger
+from contracts.effects import EffectStatus
+from contracts.run import ActivityTimeouts, RunState
+from contracts.status import RunStatus, WaitingReason
 from definitions.notes_writer import note_effect_key
 from tests.helpers import ROOT, running_worker, spec, start, write_script
 
@@ -81,3 +87,67 @@ def test_effect_commands_refuse_bad_input(
     assert "--committed needs --ref" in no_ref.stderr
     bad_status = gw(temporal_env, migrated_database, "effect", "list", "--status", "done")
     assert bad_status.returncode == 2
+
+
+async def test_effect_resolve_answers_once_recorded_and_refuses_a_key_the_run_does_not_wait_on(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, migrated_database: str,
+    tmp_path: Path, target_url: str, ledger: EffectLedger,
+) -> None:  # fmt: skip
+    arguments = {"note_id": f"res-{task_queue[-8:]}", "revision": 1, "content": "lost"}
+    key = note_effect_key(arguments)
+    script = write_script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "publish_note", "arguments": arguments}]},
+            {"text": "{{last_tool_output}}"},
+        ],
+    )
+    # The send is lost before the commit and the target cannot answer lookups: nobody knows.
+    for fault in (
+        {"mode": "drop_before_commit", "times": 1, "key_prefix": key, "method": "POST"},
+        {"mode": "lookup_unknown", "times": -1, "key_prefix": key},
+    ):
+        httpx2.post(f"{target_url}/faults", json=fault, timeout=5).raise_for_status()
+    run = spec(f"scripted:{script}", agent="notes-writer", timeouts=ActivityTimeouts(tool_call_s=5))
+    targets = {"notes": {"kind": "http", "base_url": target_url, "timeout_s": 3}}
+    try:
+        async with running_worker(client, task_queue, migrated_database, targets=targets):
+            handle = await start(client, run, task_queue)
+            for _ in range(400):
+                state = await handle.query("get_state", result_type=RunState)
+                if state.waiting_reason is WaitingReason.EFFECT_UNKNOWN:
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("the run never waited for a human")
+
+            def resolve(*args: str) -> subprocess.CompletedProcess[str]:
+                return gw(temporal_env, migrated_database, "effect", "resolve", run.run_id, *args)
+
+            wrong = await asyncio.to_thread(resolve, f"{key}-typo", "--not-committed")
+            assert wrong.returncode == 1, wrong.stderr
+            assert wrong.stderr.strip().startswith(
+                f"error: refused: this run is not waiting on effect '{key}-typo' (waiting on: {key})"
+            ), wrong.stderr
+            assert len(wrong.stderr.strip().splitlines()) == 1
+            record = await ledger.get(key)
+            assert record is not None
+            assert record.status is EffectStatus.REQUIRES_HUMAN  # the refusal changed nothing
+
+            answered = await asyncio.to_thread(resolve, key, "--committed", "--ref", "manual-7")
+            assert answered.returncode == 0, answered.stderr
+            assert "ledger succeeded" in answered.stdout
+            # Returned only after the ledger recorded it:
+            record = await ledger.get(key)
+            assert record is not None
+            assert record.status is EffectStatus.SUCCEEDED
+            assert record.external_ref == "manual-7"
+            result = await handle.result()
+    finally:
+        httpx2.delete(f"{target_url}/faults", timeout=5).raise_for_status()
+    assert result.status is RunStatus.COMPLETED
+    assert int(httpx2.get(f"{target_url}/stats", timeout=5).json()["commits"].get(key, 0)) == 0
+    again = await asyncio.to_thread(
+        gw, temporal_env, migrated_database, "effect", "resolve", run.run_id, key, "--abandon"
+    )
+    assert again.returncode == 1, again.stderr

@@ -347,7 +347,22 @@ async def test_approval_over_http_is_signed_for_the_caller(
             http.post, controls, headers=_auth(), json={"action": "approve"}
         )
         assert unnamed.status_code == 422
+        no_ref = await asyncio.to_thread(
+            http.post, controls, headers=_auth(),
+            json={"action": "resolve_effect", "effect_key": "k", "resolution": "committed"},
+        )  # fmt: skip
+        assert no_ref.status_code == 422
+        assert "external_ref" in no_ref.json()["error"]
         assert _count_inputs(migrated_database) == stored_before_refusals  # refused: nothing stored
+        # Checked by the run itself (logged, then refused): it waits on an approval, no effect.
+        not_waiting = await asyncio.to_thread(
+            http.post, controls, headers=_auth(),
+            json={"action": "resolve_effect", "effect_key": "k", "resolution": "not_committed"},
+        )  # fmt: skip
+        assert not_waiting.status_code == 409
+        assert not_waiting.json()["error"] == (
+            "refused: this run is not waiting on effect 'k' (waiting on: none)"
+        )
         approved = await asyncio.to_thread(
             http.post, controls, headers=_auth(),
             json={"action": "approve", "revision": pending["revision"], "content_hash": pending["content_hash"]},
