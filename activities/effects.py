@@ -8,6 +8,7 @@ sends anything, and only the attempt holding the current fence can settle.
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -184,6 +185,13 @@ class EffectActivities:
                     settled.record, f"the target cannot tell whether it committed: {found.reason}"
                 )
             assert isinstance(found, NotCommitted)
+
+        if datetime.now(UTC) >= call.deadline:
+            # Past its deadline a request is never sent, not even as a retry: what was meant
+            # for then may be wrong now. Asking the target (above) was still allowed.
+            when = call.deadline.isoformat(timespec="seconds")
+            settled = await settle(EffectStatus.FAILED, error=f"deadline {when} passed; not sent")
+            return _from_record(settled.record, f"not sent: its deadline ({when}) passed first")
 
         try:
             payload = self._payload(call)

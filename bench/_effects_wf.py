@@ -116,7 +116,6 @@ class EffectOverheadWorkflow:
                 effect_key=key,
                 domain_event="NotePublished",
                 now=workflow.now(),
-                timeout=timedelta(seconds=120),
             )
             assert isinstance(decision, PreparedCall)
             plain = PlainWriteInput(

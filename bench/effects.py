@@ -518,7 +518,6 @@ def _base_call(run_id: str, effect_key: str) -> Any:
         effect_key=effect_key,
         domain_event="NotePublished",
         now=datetime.now(UTC),
-        timeout=timedelta(seconds=120),
     )
     assert isinstance(decision, PreparedCall)
     return decision

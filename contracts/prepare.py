@@ -32,7 +32,6 @@ def prepare(
     effect_key: str,
     domain_event: str,
     now: datetime,
-    timeout: timedelta,
     approved: bool = False,
 ) -> PreparedCall | Denied | NeedsApproval:
     if not policy.allowed:
@@ -55,6 +54,6 @@ def prepare(
         effect_key=effect_key,
         request_hash=digest,
         arguments=arguments,
-        deadline=now + timeout,
+        deadline=now + timedelta(seconds=policy.send_within_s),
         domain_event=domain_event,
     )

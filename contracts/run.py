@@ -63,6 +63,11 @@ class ToolPolicy(BaseModel):
     approval: ApprovalRule = ApprovalRule.NEVER
     execution: ToolExecution = ToolExecution.LOCAL
     """How a `read` call runs (ignored for governed writes, which go through the ledger)."""
+    send_within_s: float = Field(default=3600.0, gt=0)
+    """A governed call's deadline: how long after it is prepared its request may still be
+    sent. A dispatch that has not sent it by then settles it `failed` and never sends it
+    (asking the target about an earlier attempt stays allowed). A human's `not_committed`
+    answer starts the window again."""
 
 
 class Budgets(BaseModel):

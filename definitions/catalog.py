@@ -77,6 +77,8 @@ def policy_snapshot(name: str) -> dict[str, ToolPolicy]:
             )
         else:
             snapshot[tool.name] = ToolPolicy(
-                effect_class=declaration.effect_class, approval=declaration.approval
+                effect_class=declaration.effect_class,
+                approval=declaration.approval,
+                send_within_s=declaration.send_within_s,
             )
     return snapshot

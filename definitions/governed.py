@@ -55,6 +55,8 @@ class EffectDeclaration:
     """"fail" ends the run FAILED(approval_expired); "re_request" asks again."""
     max_approval_requests: int = 3
     """With "re_request": after this many unanswered requests the run ends FAILED(approval_expired)."""
+    send_within_s: float = 3600.0
+    """The call's deadline: how long after it is prepared its request may still be sent."""
 
 
 def governed_tool(
@@ -70,11 +72,14 @@ def governed_tool(
     approval_ttl_s: float = 24 * 3600,
     on_expiry: str = "fail",
     max_approval_requests: int = 3,
+    send_within_s: float = 3600.0,
     name: str | None = None,
 ) -> Callable[[Callable[..., dict[str, Any]]], FunctionTool]:
     """Decorate a request builder `fn(**arguments) -> payload` as a governed function tool."""
     if on_expiry not in ("fail", "re_request"):
         raise ValueError("on_expiry must be 'fail' or 're_request'")
+    if send_within_s <= 0:
+        raise ValueError("send_within_s must be positive")
     if max_approval_requests < 1:
         raise ValueError("max_approval_requests must be at least 1")
     if effect_class is EffectClass.READ:
@@ -94,6 +99,7 @@ def governed_tool(
             approval_ttl_s=approval_ttl_s,
             on_expiry=on_expiry,
             max_approval_requests=max_approval_requests,
+            send_within_s=send_within_s,
         )
         setattr(tool, _ATTRIBUTE, declaration)
         setattr(tool, _BUILDER, fn)

@@ -119,7 +119,11 @@ class EffectsMixin(ApprovalsMixin):
         if snapshot is not None:
             return snapshot
         if declaration is not None:
-            return ToolPolicy(effect_class=declaration.effect_class, approval=declaration.approval)
+            return ToolPolicy(
+                effect_class=declaration.effect_class,
+                approval=declaration.approval,
+                send_within_s=declaration.send_within_s,
+            )
         return ToolPolicy()
 
     async def _invoke_effect(
@@ -155,7 +159,6 @@ class EffectsMixin(ApprovalsMixin):
                 effect_key=str(effect_key),
                 domain_event=declaration.domain_event,
                 now=workflow.now(),
-                timeout=timedelta(seconds=self._spec.timeouts.tool_call_s),
                 approved=approved,
             )
 
@@ -201,6 +204,7 @@ class EffectsMixin(ApprovalsMixin):
         return message
 
     async def _dispatch_until_settled(self, call: PreparedCall) -> EffectOutcome:
+        window = call.deadline - workflow.now()
         while True:
             try:
                 outcome: EffectOutcome = await workflow.execute_activity(
@@ -225,7 +229,10 @@ class EffectsMixin(ApprovalsMixin):
                 return outcome
             resolution, record = await self._wait_for_resolution(call, outcome)
             if resolution.resolution is EffectResolution.NOT_COMMITTED:
-                continue  # the ledger row is back to prepared: one more dispatch
+                # The row is back to prepared: one more dispatch, with the whole window again
+                # from the human's answer (the old deadline may have passed while they looked).
+                call = call.model_copy(update={"deadline": workflow.now() + window})
+                continue
             return EffectOutcome(
                 effect_key=record.effect_key,
                 status=record.status,

@@ -123,7 +123,9 @@ class ResearchWorkflow(EffectsMixin):
             timeouts=spec.timeouts,
             policy={
                 PUBLISH_TOOL: ToolPolicy(
-                    effect_class=EffectClass.IRREVERSIBLE, approval=ApprovalRule.ALWAYS
+                    effect_class=EffectClass.IRREVERSIBLE,
+                    approval=ApprovalRule.ALWAYS,
+                    send_within_s=declaration.send_within_s,
                 )
             },
         )
@@ -503,7 +505,6 @@ class ResearchWorkflow(EffectsMixin):
             effect_key=self._publish.effect_key(arguments),
             domain_event=self._publish.domain_event,
             now=workflow.now(),
-            timeout=timedelta(seconds=self._spec.timeouts.tool_call_s),
             approved=approved,
         )
         if not isinstance(decision, PreparedCall | NeedsApproval):

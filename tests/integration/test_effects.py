@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from adapters.ledger import EffectLedger
 from contracts.effects import EffectResolution, EffectStatus, ResolveEffectInput
-from contracts.run import ActivityTimeouts, RunState
+from contracts.run import ActivityTimeouts, EffectClass, RunState, ToolPolicy
 from contracts.status import RunStatus, WaitingReason
 from definitions.notes_writer import note_effect_key
 from tests.helpers import running_worker, spec, start, write_script
@@ -95,9 +96,15 @@ async def test_unknown_outcome_waits_for_a_human(
     # The send is lost without a commit and the target cannot answer lookups: nobody knows.
     _fault(target_url, mode="drop_before_commit", times=1, key_prefix=key, method="POST")
     _fault(target_url, mode="lookup_unknown", times=-1, key_prefix=key)
-    run = spec(f"scripted:{script}", agent="notes-writer", timeouts=ActivityTimeouts(tool_call_s=5))
+    # A deadline shorter than the human takes: their not_committed must start it again.
+    policy = {"publish_note": ToolPolicy(effect_class=EffectClass.WRITE, send_within_s=3.0)}
+    run = spec(
+        f"scripted:{script}", agent="notes-writer", timeouts=ActivityTimeouts(tool_call_s=5),
+        policy=policy,
+    )  # fmt: skip
     async with running_worker(client, task_queue, migrated_database, targets=_targets(target_url)):
         handle = await start(client, run, task_queue)
+        started = time.monotonic()
         state = await _wait_for_status(handle, RunStatus.WAITING)
         assert state.waiting_reason is WaitingReason.EFFECT_UNKNOWN
         record = await ledger.get(key)
@@ -105,6 +112,7 @@ async def test_unknown_outcome_waits_for_a_human(
         assert record.status is EffectStatus.REQUIRES_HUMAN
         assert _commits(target_url, key) == 0
         httpx2.delete(f"{target_url}/faults", timeout=5).raise_for_status()
+        await asyncio.sleep(max(0.0, 3.5 - (time.monotonic() - started)))  # past the deadline
         await handle.signal(
             "resolve_effect",
             ResolveEffectInput(
@@ -189,8 +197,6 @@ async def test_policy_snapshot_is_pinned_at_start_and_cannot_downgrade_an_effect
     target_url: str,
     ledger: EffectLedger,
 ) -> None:
-    from contracts.run import EffectClass, ToolPolicy
-
     note = f"snap-{task_queue[-8:]}"
     script = write_script(
         tmp_path,
@@ -228,7 +234,7 @@ async def test_each_dispatch_logs_its_transition_with_run_effect_attempt_and_fen
     import dataclasses
     import io
     import uuid
-    from datetime import UTC, datetime, timedelta
+    from datetime import UTC, datetime
 
     import structlog
     from temporalio.exceptions import ApplicationError
@@ -238,7 +244,6 @@ async def test_each_dispatch_logs_its_transition_with_run_effect_attempt_and_fen
     from adapters.targets.registry import TargetConfig, TargetRegistry
     from contracts.effects import EFFECT_DISPATCH_ACTIVITY, EffectDispatchInput, PreparedCall
     from contracts.prepare import prepare
-    from contracts.run import EffectClass, ToolPolicy
     from workers.logs import configure_logging
 
     run_id = f"logs-{uuid.uuid4().hex[:8]}"
@@ -249,7 +254,6 @@ async def test_each_dispatch_logs_its_transition_with_run_effect_attempt_and_fen
         tool_name="publish_note", call_id="c1", arguments=arguments,
         policy=ToolPolicy(effect_class=EffectClass.IDEMPOTENT_WRITE), target="notes",
         effect_key=key, domain_event="NotePublished", now=datetime.now(UTC),
-        timeout=timedelta(seconds=30),
     )  # fmt: skip
     assert isinstance(call, PreparedCall)
     _fault(target_url, mode="commit_then_drop", times=1, key_prefix=key, method="POST")
@@ -295,3 +299,34 @@ async def test_each_dispatch_logs_its_transition_with_run_effect_attempt_and_fen
     assert ours[-1]["via"] == "reconcile"
     assert ours[0]["level"] == "warning"
     assert ours[-1]["level"] == "info"
+
+
+async def test_a_request_past_its_deadline_is_never_sent(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path, target_url: str,
+    ledger: EffectLedger,
+) -> None:  # fmt: skip
+    note = f"late-{task_queue[-8:]}"
+    key = note_effect_key(_args(note))
+    script = write_script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "publish_note", "arguments": _args(note)}]},
+            {"text": "{{last_tool_output}}"},
+        ],
+    )
+    # The first send fails outright; Temporal's retry comes 1 s later, after the deadline.
+    _fault(target_url, mode="error_5xx", times=1, key_prefix=key, method="POST")
+    policy = {"publish_note": ToolPolicy(effect_class=EffectClass.WRITE, send_within_s=0.8)}
+    run = spec(f"scripted:{script}", agent="notes-writer", policy=policy)
+    async with running_worker(client, task_queue, migrated_database, targets=_targets(target_url)):
+        result = await (await start(client, run, task_queue)).result()
+    assert result.status is RunStatus.COMPLETED  # the model is told; the run goes on
+    assert (result.final_output or "").startswith("error (failed): not sent: its deadline"), (
+        result.final_output
+    )
+    assert _commits(target_url, key) == 0
+    record = await ledger.get(key)
+    assert record is not None
+    assert record.status is EffectStatus.FAILED
+    assert record.attempt == 2  # the retry claimed it, found the deadline gone, sent nothing
+    assert "passed; not sent" in (record.last_error or "")
