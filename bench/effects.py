@@ -1126,18 +1126,23 @@ class E2EBench:
         )
         warm_n, warm_c = 10, 4  # as peer_baseline.py: max(10, c // 2) runs at max(1, c // 2)
         log(f"e2e: warm-up, {warm_n} runs at c={warm_c}")
-        await run_load(self.factory("warm"), warm_n, warm_c)
+        await run_load(self.factory("warm", warm_n), warm_n, warm_c)
 
-    def factory(self, name: str) -> Callable[[int], Awaitable[Any]]:
+    def factory(self, name: str, n: int) -> Callable[[int], Awaitable[Any]]:
+        """Runs `name`-0 .. `name`-(n-1); their script files are written here, before the
+        clock starts, so the timed driver only starts runs and awaits them, as the peer's."""
         from contracts.run import Release, RunSpec
         from contracts.status import RunStatus
         from workers.run_client import start_run
 
         k = self.k
+        paths = [
+            write_notes_script(self.scripts, f"e2e-{self.tag}-{name}-{i}", k) for i in range(n)
+        ]
 
         async def fn(i: int) -> Any:
             run_id = f"e2e-{self.tag}-{name}-{i}"
-            path = write_notes_script(self.scripts, run_id, k)
+            path = paths[i]
             spec = RunSpec(
                 run_id=run_id,
                 release=Release(agent="notes-writer", model_route=f"scripted:{path}"),
@@ -1155,9 +1160,10 @@ class E2EBench:
     async def rep(self, rep: int) -> None:
         args, cpu = self.args, self.cpu
         assert cpu is not None
+        runs = self.factory(f"r{rep}", args.e2e_runs)
         waited = await cpu.wait_quiet(1.0, args.settle_max)
         cpu.start()
-        load = await run_load(self.factory(f"r{rep}"), args.e2e_runs, E2E_CONCURRENCY)
+        load = await run_load(runs, args.e2e_runs, E2E_CONCURRENCY)
         used, machine = cpu.stop()
         load["tool_turns_per_s"] = r3(load["runs_per_s"] * (self.k - 1))
         load["cpu_ms_per_run"] = {key: r3(v * 1000 / args.e2e_runs) for key, v in used.items()}
