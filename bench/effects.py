@@ -48,7 +48,8 @@ pg_floor_tx_per_s_c8
     fresh row. (c=1 too.)
 
 e2e_tool_turns_per_s
-    AgentRun of the notes-writer agent (scripted model, one script file per run): K model
+    AgentRun of the notes-writer agent (scripted model, one script file per run, all of a
+    rep's written before its clock starts): K model
     turns, the first K-1 each calling publish_note (governed, ledgered, HTTP target) with a
     distinct note id/revision, then a text. --e2e-runs runs at concurrency 8 on one
     `python -m cli worker`; tool turns/s = runs/s x (K-1).
