@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 import psycopg
+import structlog
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
@@ -54,6 +55,8 @@ from trigger.auth import RateLimiter, Unauthorized, caller_for_token, verify_web
 from trigger.config import TriggerSettings
 from trigger.policy import NOT_YET, ActivationPolicy
 from workers.client import update_refusal
+
+log = structlog.get_logger("groundwork.trigger")
 
 
 def _event_json(event: dict[str, Any]) -> dict[str, Any]:
@@ -146,7 +149,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        pool = new_pool(database_url, min_size=2, max_size=16)
+        pool = new_pool(database_url, min_size=2, max_size=16, wait_s=settings.db_wait_s)
         await pool.open(wait=True, timeout=30)
         state["inputs"] = InputLog(pool)
         state["waits"] = WaitStore(pool)
@@ -179,6 +182,18 @@ def create_app(
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, err: ApiError) -> JSONResponse:
         return JSONResponse({"error": err.message}, status_code=err.status, headers=err.headers)
+
+    @app.exception_handler(psycopg.OperationalError)
+    async def _database_away(_: Request, err: psycopg.OperationalError) -> JSONResponse:
+        # The database is restarting or unreachable (PoolTimeout is one of these). Whatever
+        # the request was, repeating it is safe: an input is deduplicated by its
+        # source_event_id, and a control by the hash of its body.
+        log.warning("database_unavailable", error=str(err).splitlines()[0] if str(err) else "")
+        return JSONResponse(
+            {"error": "database unavailable; retry (a repeated input is deduplicated)"},
+            status_code=503,
+            headers={"Retry-After": "1"},
+        )
 
     @app.exception_handler(psycopg.DataError)
     async def _data_error(_: Request, err: psycopg.DataError) -> JSONResponse:

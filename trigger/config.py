@@ -33,3 +33,5 @@ class TriggerSettings(BaseSettings):
     """Per-token sustained rate; bursts up to `rate_burst`."""
     rate_burst: int = 400
     activation_interval_s: float = 0.2
+    db_wait_s: float = Field(default=5.0, gt=0)
+    """How long a request waits for a Postgres connection before it is answered 503."""

@@ -12,6 +12,8 @@ retries the dispatch, and the retry must reconcile with the target, not send aga
 `down-past-six-attempts`: the outage outlasts more attempts than the target is given; an
 attempt that could not reach the ledger has no verdict, so the dispatch keeps retrying
 (it once gave up after six and told the model `failed` about a committed effect).
+The trigger service, on the same crash, answers 503 with Retry-After instead of hanging
+or failing with 500, and takes the retried input once Postgres is back.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import hashlib
 import json
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +40,13 @@ from contracts.run import ActivityTimeouts
 from contracts.status import RunStatus
 from definitions.notes_writer import note_effect_key
 from tests.chaos.test_effect_crash_windows import _ledger_state
-from tests.helpers import spawn_worker, spec, start, stop_worker, write_script
+from tests.helpers import free_port, spawn_worker, spec, start, stop_worker, write_script
+from tests.integration.test_trigger import (
+    TriggerProcess,
+    _auth,
+    _envelope,
+    trigger_env,  # noqa: F401  (a fixture this module uses)
+)
 
 
 class RestartablePostgres:
@@ -189,3 +198,34 @@ async def test_postgres_crash_while_the_target_commits_leaves_one_effect(
         # a connection the crash had closed, failed, and the retry asked the target.
         assert reconciled in ([], ["Committed"]), ours
         assert settled[-1]["via"] == ("reconcile" if reconciled else "execute")
+
+
+def test_the_trigger_answers_503_while_postgres_is_down_and_accepts_the_retry(
+    trigger_env: dict[str, str],  # noqa: F811
+    postgres: RestartablePostgres,
+    tmp_path: Path,
+) -> None:
+    asyncio.run(migrate(postgres.url))
+    service = TriggerProcess(trigger_env, free_port(), tmp_path / "trigger.log")
+    service.start(GROUNDWORK_DATABASE_URL=postgres.url, GROUNDWORK_TRIGGER_DB_WAIT_S="1")
+    try:
+        before = httpx2.post(f"{service.url}/v1/inputs", json=_envelope(), headers=_auth())
+        assert before.status_code == 202, before.text
+        postgres.crash()
+        body = _envelope()
+        down = httpx2.post(f"{service.url}/v1/inputs", json=body, headers=_auth(), timeout=10)
+        assert down.status_code == 503, down.text
+        assert down.headers["retry-after"] == "1"
+        assert "database unavailable" in down.json()["error"]
+        postgres.start()
+        for _ in range(50):  # the pool reconnects in the background
+            again = httpx2.post(f"{service.url}/v1/inputs", json=body, headers=_auth())
+            if again.status_code != 503:
+                break
+            time.sleep(0.2)
+        assert again.status_code == 202, again.text
+        input_id = again.json()["input_id"]
+        found = httpx2.get(f"{service.url}/v1/inputs/{input_id}", headers=_auth())
+        assert found.status_code == 200, found.text
+    finally:
+        service.stop()
