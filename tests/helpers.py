@@ -57,6 +57,18 @@ def write_script(tmp_path: Path, turns: list[dict[str, Any]], repeat_last: bool 
     return path
 
 
+def publish_note_script(tmp_path: Path, arguments: dict[str, Any]) -> Path:
+    """A scripted model that calls notes-writer's publish_note once with `arguments`, then
+    answers with the tool's output (so the run's result says what the gateway said)."""
+    return write_script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "publish_note", "arguments": arguments}]},
+            {"text": "{{last_tool_output}}"},
+        ],
+    )
+
+
 @asynccontextmanager
 async def running_worker(
     client: Client, task_queue: str, database_url: str, **settings: Any

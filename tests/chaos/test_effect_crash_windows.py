@@ -20,18 +20,17 @@ from typing import Any
 
 import httpx2
 import pytest
-from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from activities._faults import CRASH_POINTS
-from adapters.ledger import EffectLedger
 from adapters.targets.git_repo import git_env, init_repo
 from contracts.effects import EffectStatus
 from contracts.run import ActivityTimeouts
 from contracts.status import RunStatus
 from definitions.notes_writer import note_effect_key
-from tests.helpers import spawn_worker, spec, start, stop_worker, write_script
+from tests.chaos.evidence import ledger_state
+from tests.helpers import publish_note_script, spawn_worker, spec, start, stop_worker
 
 TARGET_KINDS = ("http", "git", "directory")
 
@@ -64,18 +63,6 @@ def _effects_at_target(kind: str, config: dict[str, Any], service_url: str, key:
     return len(list(manifests.glob("*.json"))) if manifests.exists() else 0
 
 
-async def _ledger_state(
-    database_url: str, key: str, run_id: str
-) -> tuple[Any, list[dict[str, Any]]]:
-    async with AsyncConnectionPool(
-        database_url, min_size=1, max_size=1, kwargs={"autocommit": True}
-    ) as pool:
-        ledger = EffectLedger(pool)
-        record = await ledger.get(key)
-        events = [e for e in await ledger.events(run_id) if e["effect_key"] == key]
-    return record, events
-
-
 @pytest.mark.parametrize("kind", TARGET_KINDS)
 @pytest.mark.parametrize("point", CRASH_POINTS)
 async def test_crash_window_leaves_exactly_one_effect(
@@ -95,13 +82,7 @@ async def test_crash_window_leaves_exactly_one_effect(
         "content": f"# {note_id}\n\nrevision 7 of {point}/{kind}\n",
     }
     key = note_effect_key(arguments)
-    script = write_script(
-        tmp_path,
-        [
-            {"tool_calls": [{"name": "publish_note", "arguments": arguments}]},
-            {"text": "{{last_tool_output}}"},
-        ],
-    )
+    script = publish_note_script(tmp_path, arguments)
     config = _target_config(kind, tmp_path, target_url)
     if kind == "http" and point == "after_send":
         fault = {"mode": "hang", "hang_s": 1.0, "times": 1, "key_prefix": key, "method": "POST"}
@@ -138,7 +119,7 @@ async def test_crash_window_leaves_exactly_one_effect(
     assert result.final_output is not None
     assert result.final_output.startswith(f"ok: effect {key} committed"), result.final_output
     assert _effects_at_target(kind, config, target_url, key) == 1
-    record, events = await _ledger_state(migrated_database, key, run.run_id)
+    record, events = await ledger_state(migrated_database, key, run.run_id)
     assert record is not None
     assert record.status is EffectStatus.SUCCEEDED
     assert record.external_ref

@@ -26,7 +26,6 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx2
 import psycopg
@@ -35,12 +34,17 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.migrate import migrate
-from contracts.effects import EffectStatus
 from contracts.run import ActivityTimeouts
-from contracts.status import RunStatus
 from definitions.notes_writer import note_effect_key
-from tests.chaos.test_effect_crash_windows import _ledger_state
-from tests.helpers import free_port, spawn_worker, spec, start, stop_worker, write_script
+from tests.chaos.evidence import assert_one_http_effect, log_events
+from tests.helpers import (
+    free_port,
+    publish_note_script,
+    spawn_worker,
+    spec,
+    start,
+    stop_worker,
+)
 from tests.integration.test_trigger import (
     TriggerProcess,
     _auth,
@@ -98,19 +102,6 @@ async def _status(url: str, key: str) -> str | None:
     return str(row[0]) if row else None
 
 
-def _commits(target_url: str, key: str) -> int:
-    stats = httpx2.get(f"{target_url}/stats", timeout=5).json()
-    return int(stats["commits"].get(key, 0))
-
-
-def _log_events(log: Path) -> list[dict[str, Any]]:
-    lines = []
-    for raw in log.read_text(errors="replace").splitlines():
-        if raw.startswith("{"):
-            lines.append(json.loads(raw))
-    return lines
-
-
 @pytest.mark.parametrize(
     ("outage_s", "db_wait_s"),
     [(0.0, 30.0), (4.0, 0.5), (10.0, 0.3)],
@@ -130,13 +121,7 @@ async def test_postgres_crash_while_the_target_commits_leaves_one_effect(
     note_id = f"pg-{hashlib.sha256(task_queue.encode()).hexdigest()[:10]}"
     arguments = {"note_id": note_id, "revision": 1, "content": f"# {note_id}\n\nsurvives\n"}
     key = note_effect_key(arguments)
-    script = write_script(
-        tmp_path,
-        [
-            {"tool_calls": [{"name": "publish_note", "arguments": arguments}]},
-            {"text": "{{last_tool_output}}"},
-        ],
-    )
+    script = publish_note_script(tmp_path, arguments)
     # The target holds the request, then commits: by then the ledger has crashed.
     hang_s = 2.0
     fault = {"mode": "hang", "hang_s": hang_s, "times": 1, "key_prefix": key, "method": "POST"}
@@ -168,20 +153,9 @@ async def test_postgres_crash_while_the_target_commits_leaves_one_effect(
     finally:
         stop_worker(worker)
 
-    assert result.status is RunStatus.COMPLETED, result
-    assert result.final_output is not None
-    assert result.final_output.startswith(f"ok: effect {key} committed"), result.final_output
-    assert _commits(target_url, key) == 1
-    record, events = await _ledger_state(postgres.url, key, run.run_id)
-    assert record is not None
-    assert record.status is EffectStatus.SUCCEEDED
-    assert record.external_ref
-    assert [e["type"] for e in events] == ["NotePublished"]
     # One request ever reached the target: a retry after the crash asked it (by key) first.
-    lines = _log_events(log)
-    posts = [e for e in lines if str(e.get("event", "")).startswith("HTTP Request: POST")]
-    assert len(posts) == 1, posts
-    ours = [e for e in lines if e.get("effect_key") == key]
+    record = await assert_one_http_effect(result, key, target_url, postgres.url, log)
+    ours = [e for e in log_events(log) if e.get("effect_key") == key]
     reconciled = [e.get("found") for e in ours if e.get("event") == "effect_reconciled"]
     settled = [e for e in ours if e.get("event") == "effect_settled"]
     assert settled[-1]["status_to"] == "succeeded"

@@ -29,10 +29,16 @@ from adapters.ledger import EffectLedger
 from contracts.effects import EffectStatus
 from contracts.run import ActivityTimeouts, RunResult
 from contracts.search_attributes import dev_server_args
-from contracts.status import RunStatus
 from definitions.notes_writer import note_effect_key
-from tests.chaos.test_ledger_postgres_restart import _commits, _log_events
-from tests.helpers import free_port, spawn_worker, spec, start, stop_worker, write_script
+from tests.chaos.evidence import assert_one_http_effect, log_events
+from tests.helpers import (
+    free_port,
+    publish_note_script,
+    spawn_worker,
+    spec,
+    start,
+    stop_worker,
+)
 from workers.binaries import temporal_binary
 from workers.client import connect
 
@@ -98,13 +104,7 @@ async def test_temporal_killed_while_the_target_commits_leaves_one_effect(
     note_id = f"tk-{hashlib.sha256(task_queue.encode()).hexdigest()[:10]}"
     arguments = {"note_id": note_id, "revision": 1, "content": f"# {note_id}\n\nsurvives\n"}
     key = note_effect_key(arguments)
-    script = write_script(
-        tmp_path,
-        [
-            {"tool_calls": [{"name": "publish_note", "arguments": arguments}]},
-            {"text": "{{last_tool_output}}"},
-        ],
-    )
+    script = publish_note_script(tmp_path, arguments)
     fault = {"mode": "hang", "hang_s": 2.0, "times": 1, "key_prefix": key, "method": "POST"}
     httpx2.post(f"{target_url}/faults", json=fault, timeout=5).raise_for_status()
     targets = {"notes": {"kind": "http", "base_url": target_url, "timeout_s": 10}}
@@ -137,20 +137,7 @@ async def test_temporal_killed_while_the_target_commits_leaves_one_effect(
     finally:
         stop_worker(worker)
 
-    assert result.status is RunStatus.COMPLETED, result
-    assert result.final_output is not None
-    assert result.final_output.startswith(f"ok: effect {key} committed"), result.final_output
-    assert _commits(target_url, key) == 1
-    posts = [
-        e for e in _log_events(log) if str(e.get("event", "")).startswith("HTTP Request: POST")
-    ]
-    assert len(posts) == 1, posts
+    await assert_one_http_effect(result, key, target_url, migrated_database, log)
     # The result the worker could not report was asked for again and the ledger gave it.
-    replays = [e for e in _log_events(log) if e.get("event") == "effect_already_settled"]
+    replays = [e for e in log_events(log) if e.get("event") == "effect_already_settled"]
     assert [e.get("effect_key") for e in replays] in ([], [key]), replays
-    record = await ledger.get(key)
-    assert record is not None
-    assert record.status is EffectStatus.SUCCEEDED
-    assert record.external_ref
-    events = [e for e in await ledger.events(run.run_id) if e["effect_key"] == key]
-    assert [e["type"] for e in events] == ["NotePublished"]

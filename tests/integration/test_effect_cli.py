@@ -18,7 +18,7 @@ from contracts.effects import EffectStatus
 from contracts.run import ActivityTimeouts, RunState
 from contracts.status import RunStatus, WaitingReason
 from definitions.notes_writer import note_effect_key
-from tests.helpers import ROOT, running_worker, spec, start, write_script
+from tests.helpers import ROOT, publish_note_script, running_worker, spec, start, write_script
 
 
 def gw(
@@ -95,13 +95,7 @@ async def test_effect_resolve_answers_once_recorded_and_refuses_a_key_the_run_do
 ) -> None:  # fmt: skip
     arguments = {"note_id": f"res-{task_queue[-8:]}", "revision": 1, "content": "lost"}
     key = note_effect_key(arguments)
-    script = write_script(
-        tmp_path,
-        [
-            {"tool_calls": [{"name": "publish_note", "arguments": arguments}]},
-            {"text": "{{last_tool_output}}"},
-        ],
-    )
+    script = publish_note_script(tmp_path, arguments)
     # The send is lost before the commit and the target cannot answer lookups: nobody knows.
     for fault in (
         {"mode": "drop_before_commit", "times": 1, "key_prefix": key, "method": "POST"},

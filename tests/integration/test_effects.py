@@ -19,7 +19,7 @@ from contracts.effects import EffectResolution, EffectStatus, ResolveEffectInput
 from contracts.run import ActivityTimeouts, EffectClass, RunState, ToolPolicy
 from contracts.status import RunStatus, WaitingReason
 from definitions.notes_writer import note_effect_key
-from tests.helpers import running_worker, spec, start, write_script
+from tests.helpers import publish_note_script, running_worker, spec, start, write_script
 
 
 def _targets(url: str) -> dict[str, Any]:
@@ -86,13 +86,7 @@ async def test_unknown_outcome_waits_for_a_human(
 ) -> None:  # fmt: skip
     note = f"unknown-{answer.value}-{task_queue[-8:]}"
     key = note_effect_key(_args(note))
-    script = write_script(
-        tmp_path,
-        [
-            {"tool_calls": [{"name": "publish_note", "arguments": _args(note)}]},
-            {"text": "{{last_tool_output}}"},
-        ],
-    )
+    script = publish_note_script(tmp_path, _args(note))
     # The send is lost without a commit and the target cannot answer lookups: nobody knows.
     _fault(target_url, mode="drop_before_commit", times=1, key_prefix=key, method="POST")
     _fault(target_url, mode="lookup_unknown", times=-1, key_prefix=key)
@@ -146,13 +140,7 @@ async def test_zombie_attempt_settles_late_and_is_fenced_out(
 ) -> None:
     note = f"zombie-{task_queue[-8:]}"
     key = note_effect_key(_args(note))
-    script = write_script(
-        tmp_path,
-        [
-            {"tool_calls": [{"name": "publish_note", "arguments": _args(note)}]},
-            {"text": "{{last_tool_output}}"},
-        ],
-    )
+    script = publish_note_script(tmp_path, _args(note))
     # The first send hangs past start_to_close; Temporal retries; then the first wakes up.
     _fault(target_url, mode="hang", hang_s=4.0, times=1, key_prefix=key, method="POST")
     run = spec(
@@ -198,13 +186,7 @@ async def test_policy_snapshot_is_pinned_at_start_and_cannot_downgrade_an_effect
     ledger: EffectLedger,
 ) -> None:
     note = f"snap-{task_queue[-8:]}"
-    script = write_script(
-        tmp_path,
-        [
-            {"tool_calls": [{"name": "publish_note", "arguments": _args(note)}]},
-            {"text": "{{last_tool_output}}"},
-        ],
-    )
+    script = publish_note_script(tmp_path, _args(note))
     run = spec(
         f"scripted:{script}",
         agent="notes-writer",
@@ -307,13 +289,7 @@ async def test_a_request_past_its_deadline_is_never_sent(
 ) -> None:  # fmt: skip
     note = f"late-{task_queue[-8:]}"
     key = note_effect_key(_args(note))
-    script = write_script(
-        tmp_path,
-        [
-            {"tool_calls": [{"name": "publish_note", "arguments": _args(note)}]},
-            {"text": "{{last_tool_output}}"},
-        ],
-    )
+    script = publish_note_script(tmp_path, _args(note))
     # The first send fails outright; Temporal's retry comes 1 s later, after the deadline.
     _fault(target_url, mode="error_5xx", times=1, key_prefix=key, method="POST")
     policy = {"publish_note": ToolPolicy(effect_class=EffectClass.WRITE, send_within_s=0.8)}
