@@ -451,6 +451,12 @@ def create_app(
         decision: ApprovalDecision | None = None
         revoke_target: str | None = None
         if control.action == "resolve_effect":
+            if not set(caller.roles) & set(settings.effect_resolver_roles):
+                raise ApiError(
+                    403,
+                    f"{caller.principal} may not resolve effects: that needs one of the roles "
+                    f"{', '.join(settings.effect_resolver_roles) or '(none configured)'}",
+                )
             if not control.effect_key or control.resolution is None:
                 raise ApiError(422, "resolve_effect needs effect_key and resolution")
             problem = resolution_problem(

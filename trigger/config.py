@@ -33,5 +33,8 @@ class TriggerSettings(BaseSettings):
     """Per-token sustained rate; bursts up to `rate_burst`."""
     rate_burst: int = 400
     activation_interval_s: float = 0.2
+    effect_resolver_roles: list[str] = Field(default_factory=lambda: ["operator"])
+    """A token needs one of these roles to answer `resolve_effect` over HTTP: saying an
+    effect did not happen sends it again, so not every token of the tenant may say it."""
     db_wait_s: float = Field(default=5.0, gt=0)
     """How long a request waits for a Postgres connection before it is answered 503."""

@@ -30,6 +30,7 @@ GITHUB_SECRET = "gh-webhook-secret"
 TOKENS = {
     "tok-acme": {"tenant": "acme", "principal": "alice", "roles": ["editor"]},
     "tok-globex": {"tenant": "globex", "principal": "hank", "roles": []},
+    "tok-ops": {"tenant": "acme", "principal": "olga", "roles": ["operator"]},
 }
 POLICY = """
 rules:
@@ -347,8 +348,16 @@ async def test_approval_over_http_is_signed_for_the_caller(
             http.post, controls, headers=_auth(), json={"action": "approve"}
         )
         assert unnamed.status_code == 422
-        no_ref = await asyncio.to_thread(
+        not_an_operator = await asyncio.to_thread(
             http.post, controls, headers=_auth(),
+            json={"action": "resolve_effect", "effect_key": "k", "resolution": "not_committed"},
+        )  # fmt: skip
+        assert not_an_operator.status_code == 403
+        assert not_an_operator.json()["error"] == (
+            "alice may not resolve effects: that needs one of the roles operator"
+        )
+        no_ref = await asyncio.to_thread(
+            http.post, controls, headers=_auth("tok-ops"),
             json={"action": "resolve_effect", "effect_key": "k", "resolution": "committed"},
         )  # fmt: skip
         assert no_ref.status_code == 422
@@ -356,7 +365,7 @@ async def test_approval_over_http_is_signed_for_the_caller(
         assert _count_inputs(migrated_database) == stored_before_refusals  # refused: nothing stored
         # Checked by the run itself (logged, then refused): it waits on an approval, no effect.
         not_waiting = await asyncio.to_thread(
-            http.post, controls, headers=_auth(),
+            http.post, controls, headers=_auth("tok-ops"),
             json={"action": "resolve_effect", "effect_key": "k", "resolution": "not_committed"},
         )  # fmt: skip
         assert not_waiting.status_code == 409
