@@ -1,6 +1,7 @@
 """Set-up shared by benchmarks: free ports, child processes, CPU metering, an embedded
-PostgreSQL (migrated) and a Temporal dev server. Used by bench/inputs.py; the older
-benches keep their own copies of the same code."""
+PostgreSQL (migrated) and a Temporal dev server. Used by bench/inputs.py and flagship.py;
+effects.py, waits.py and run_overhead.py take their free ports from here and keep their
+own copies of the rest."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 import contextlib
 import os
 import platform
+import random
 import socket
 import subprocess
 import sys
@@ -26,14 +28,22 @@ def log(tag: str, msg: str) -> None:
 
 
 def free_ports(n: int) -> list[int]:
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
+    """n distinct free ports below the kernel's ephemeral range (32768-60999 here).
+
+    A port from binding port 0 is ephemeral and released before the server binds it; in
+    that gap the dev server's own internal listeners (also bound to port 0) can take it.
+    """
+    ports: list[int] = []
+    while len(ports) < n:
+        port = random.randint(20000, 32700)
+        if port in ports:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        ports.append(port)
     return ports
 
 

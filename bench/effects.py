@@ -91,7 +91,6 @@ import platform
 import pstats
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -125,6 +124,7 @@ from _effects_wf import (  # noqa: E402
     PlainWriteResult,
     note_payload,
 )
+from _infra import free_ports  # noqa: E402
 
 from adapters.targets.base import (  # noqa: E402
     Committed,
@@ -208,18 +208,6 @@ def histogram(values: list[float], width: float) -> dict[str, int]:
     for v in values:
         counts[int(v // width)] = counts.get(int(v // width), 0) + 1
     return {f"{int(b * width)}-{int((b + 1) * width)}": counts[b] for b in sorted(counts)}
-
-
-def free_ports(n: int) -> list[int]:
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
 
 
 def _busy(t: Any) -> float:

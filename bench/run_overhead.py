@@ -43,7 +43,6 @@ import platform
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -56,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from _infra import free_ports  # bench/ is the script's own directory on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 PEER_SCRIPT = REPO / "bench" / "peer_baseline.py"
@@ -110,18 +110,6 @@ def ratio(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or b == 0:
         return None
     return r3(a / b)
-
-
-def free_ports(n: int) -> list[int]:
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
 
 
 def final_text(turns: int) -> str:

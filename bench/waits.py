@@ -57,7 +57,6 @@ import random
 import secrets
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -68,6 +67,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from _infra import free_ports  # bench/ is the script's own directory on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 TASK_QUEUE = "gw-bench-waits"
@@ -113,18 +113,6 @@ def p50(values: list[float]) -> float | None:
 
 def rounded(x: float | None) -> float | None:
     return None if x is None else r1(x)
-
-
-def free_ports(n: int) -> list[int]:
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
 
 
 def spawn(cmd: list[str], log_path: Path, env: dict[str, str] | None = None, **kw: Any) -> Any:
