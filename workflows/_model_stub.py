@@ -75,8 +75,8 @@ def plain_item(item: Any) -> dict[str, Any]:
 
 def _set_settings(settings: ModelSettings) -> dict[str, Any]:
     """The settings that are set: the activity rebuilds ModelSettings from them, where an
-    absent field is None again. All 25 fields with 23 of them null were ~0.6 KB of the
-    first turn's history."""
+    absent field is None again. The null fields were ~0.3 KB of a run's first turn in
+    history (a 4-turn notes-writer run: 18,246 -> 17,925 bytes)."""
     return {key: value for key, value in settings.to_json_dict().items() if value is not None}
 
 
