@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx2
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
@@ -55,6 +56,16 @@ def write_script(tmp_path: Path, turns: list[dict[str, Any]], repeat_last: bool 
     path = tmp_path / f"script-{uuid.uuid4().hex[:8]}.json"
     path.write_text(json.dumps({"turns": turns, "repeat_last": repeat_last}))
     return path
+
+
+def arm_fault(target_url: str, **fault: Any) -> None:
+    """Arm a fault of the HTTP target service (POST /faults), e.g. mode="hang"."""
+    httpx2.post(f"{target_url}/faults", json=fault, timeout=5).raise_for_status()
+
+
+def target_commits(target_url: str, key: str) -> int:
+    """Commits the HTTP target service itself counts for an idempotency key (GET /stats)."""
+    return int(httpx2.get(f"{target_url}/stats", timeout=5).json()["commits"].get(key, 0))
 
 
 def publish_note_script(tmp_path: Path, arguments: dict[str, Any]) -> Path:

@@ -78,31 +78,21 @@ class EffectsMixin(ApprovalsMixin):
     @workflow.update
     async def decide_effect(self, resolution: ResolveEffectInput) -> EffectResolutionResult:
         """Resolve with a synchronous answer (the CLI and HTTP use this): it returns once
-        the ledger has recorded the resolution."""
+        the ledger has recorded the resolution. The same answer again (a client retrying
+        after a lost response) gets the recorded result; it is one answer, not two."""
         key = resolution.effect_key
+        if self._answered_already(resolution):
+            return self._resolution_result(*self._resolved[key])
         self._resolutions[key] = resolution
         await workflow.wait_condition(lambda: self._resolved.get(key, (None,))[0] is resolution)
-        _, record = self._resolved[key]
-        outcome = {
-            EffectResolution.COMMITTED: "the run goes on without sending it",
-            EffectResolution.NOT_COMMITTED: "it is dispatched again, once",
-            EffectResolution.ABANDON: "the model is told it failed",
-        }[resolution.resolution]
-        return EffectResolutionResult(
-            effect_key=key,
-            resolution=resolution.resolution,
-            status=record.status,
-            external_ref=record.external_ref,
-            message=(
-                f"effect {key} resolved {resolution.resolution.value} by "
-                f"{resolution.principal}: ledger {record.status.value}; {outcome}"
-            ),
-        )
+        return self._resolution_result(*self._resolved[key])
 
     @decide_effect.validator
     def validate_decide_effect(self, resolution: ResolveEffectInput) -> None:
         # A refused update leaves nothing in history and the caller gets the reason.
         key = resolution.effect_key
+        if self._answered_already(resolution):
+            return
         if key not in self._awaiting_resolution:
             waiting = ", ".join(sorted(self._awaiting_resolution)) or "none"
             raise ValueError(f"this run is not waiting on effect {key!r} (waiting on: {waiting})")
@@ -111,6 +101,36 @@ class EffectsMixin(ApprovalsMixin):
         problem = resolution_problem(resolution)
         if problem is not None:
             raise ValueError(problem)
+
+    def _answered_already(self, resolution: ResolveEffectInput) -> bool:
+        """The effect is not waiting, and its last answer was this one (same verdict and ref)."""
+        previous = self._resolved.get(resolution.effect_key)
+        return (
+            resolution.effect_key not in self._awaiting_resolution
+            and previous is not None
+            and previous[0].resolution is resolution.resolution
+            and previous[0].external_ref == resolution.external_ref
+        )
+
+    @staticmethod
+    def _resolution_result(
+        resolution: ResolveEffectInput, record: EffectRecord
+    ) -> EffectResolutionResult:
+        outcome = {
+            EffectResolution.COMMITTED: "the run goes on without sending it",
+            EffectResolution.NOT_COMMITTED: "it is dispatched again, once",
+            EffectResolution.ABANDON: "the model is told it failed",
+        }[resolution.resolution]
+        return EffectResolutionResult(
+            effect_key=resolution.effect_key,
+            resolution=resolution.resolution,
+            status=record.status,
+            external_ref=record.external_ref,
+            message=(
+                f"effect {resolution.effect_key} resolved {resolution.resolution.value} by "
+                f"{resolution.principal}: ledger {record.status.value}; {outcome}"
+            ),
+        )
 
     # -- governed tools: prepare in here, dispatch through the ledger -------------------
 

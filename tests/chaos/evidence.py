@@ -1,5 +1,4 @@
-"""What the chaos tests count, read from the systems themselves: the target's commits, the
-ledger's row and events, the worker's own log lines."""
+"""What the chaos tests count, read from the systems themselves: the ledger's row and events, the worker's own log lines."""
 
 from __future__ import annotations
 
@@ -7,13 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx2
 from psycopg_pool import AsyncConnectionPool
 
 from adapters.ledger import EffectLedger
 from contracts.effects import EffectRecord, EffectStatus
 from contracts.run import RunResult
 from contracts.status import RunStatus
+from tests.helpers import target_commits
 
 
 async def ledger_state(
@@ -27,12 +26,6 @@ async def ledger_state(
         record = await ledger.get(key)
         events = [e for e in await ledger.events(run_id) if e["effect_key"] == key]
     return record, events
-
-
-def http_commits(target_url: str, key: str) -> int:
-    """Commits the HTTP target service itself counts for the key."""
-    stats = httpx2.get(f"{target_url}/stats", timeout=5).json()
-    return int(stats["commits"].get(key, 0))
 
 
 def log_events(log: Path) -> list[dict[str, Any]]:
@@ -52,7 +45,7 @@ async def assert_one_http_effect(
     assert result.status is RunStatus.COMPLETED, result
     assert result.final_output is not None
     assert result.final_output.startswith(f"ok: effect {key} committed"), result.final_output
-    assert http_commits(target_url, key) == 1
+    assert target_commits(target_url, key) == 1
     posts = [
         e
         for e in log_events(worker_log)

@@ -18,7 +18,6 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
@@ -30,7 +29,15 @@ from contracts.run import ActivityTimeouts
 from contracts.status import RunStatus
 from definitions.notes_writer import note_effect_key
 from tests.chaos.evidence import ledger_state
-from tests.helpers import publish_note_script, spawn_worker, spec, start, stop_worker
+from tests.helpers import (
+    arm_fault,
+    publish_note_script,
+    spawn_worker,
+    spec,
+    start,
+    stop_worker,
+    target_commits,
+)
 
 TARGET_KINDS = ("http", "git", "directory")
 
@@ -47,8 +54,7 @@ def _target_config(kind: str, tmp_path: Path, service_url: str) -> dict[str, Any
 
 def _effects_at_target(kind: str, config: dict[str, Any], service_url: str, key: str) -> int:
     if kind == "http":
-        stats = httpx2.get(f"{service_url}/stats", timeout=5).json()
-        return int(stats["commits"].get(key, 0))
+        return target_commits(service_url, key)
     if kind == "git":
         tags = subprocess.run(
             ["git", "-C", config["path"], "tag", "-l", "gw/*"], capture_output=True, text=True, env=git_env(), check=True
@@ -86,7 +92,7 @@ async def test_crash_window_leaves_exactly_one_effect(
     config = _target_config(kind, tmp_path, target_url)
     if kind == "http" and point == "after_send":
         fault = {"mode": "hang", "hang_s": 1.0, "times": 1, "key_prefix": key, "method": "POST"}
-        httpx2.post(f"{target_url}/faults", json=fault, timeout=5).raise_for_status()
+        arm_fault(target_url, **fault)
     env = {
         "GROUNDWORK_TARGETS": json.dumps({"notes": config}),
         "GROUNDWORK_CRASH_AT": point,

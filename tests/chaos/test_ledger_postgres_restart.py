@@ -38,6 +38,7 @@ from contracts.run import ActivityTimeouts
 from definitions.notes_writer import note_effect_key
 from tests.chaos.evidence import assert_one_http_effect, log_events
 from tests.helpers import (
+    arm_fault,
     free_port,
     publish_note_script,
     spawn_worker,
@@ -125,7 +126,7 @@ async def test_postgres_crash_while_the_target_commits_leaves_one_effect(
     # The target holds the request, then commits: by then the ledger has crashed.
     hang_s = 2.0
     fault = {"mode": "hang", "hang_s": hang_s, "times": 1, "key_prefix": key, "method": "POST"}
-    httpx2.post(f"{target_url}/faults", json=fault, timeout=5).raise_for_status()
+    arm_fault(target_url, **fault)
     targets = {"notes": {"kind": "http", "base_url": target_url, "timeout_s": 10}}
     address = temporal_env.client.service_client.config.target_host
     log = tmp_path / "worker.log"

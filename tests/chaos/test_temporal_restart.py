@@ -21,7 +21,6 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx2
 import pytest
 from temporalio.client import Client
 
@@ -32,6 +31,7 @@ from contracts.search_attributes import dev_server_args
 from definitions.notes_writer import note_effect_key
 from tests.chaos.evidence import assert_one_http_effect, log_events
 from tests.helpers import (
+    arm_fault,
     free_port,
     publish_note_script,
     spawn_worker,
@@ -106,7 +106,7 @@ async def test_temporal_killed_while_the_target_commits_leaves_one_effect(
     key = note_effect_key(arguments)
     script = publish_note_script(tmp_path, arguments)
     fault = {"mode": "hang", "hang_s": 2.0, "times": 1, "key_prefix": key, "method": "POST"}
-    httpx2.post(f"{target_url}/faults", json=fault, timeout=5).raise_for_status()
+    arm_fault(target_url, **fault)
     targets = {"notes": {"kind": "http", "base_url": target_url, "timeout_s": 10}}
     log = tmp_path / "worker.log"
     worker = spawn_worker(

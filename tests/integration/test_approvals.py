@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
@@ -17,7 +16,7 @@ from contracts.approvals import ApprovalDecision, ApprovalRequest, DecisionResul
 from contracts.run import RunState
 from contracts.status import RunStatus, WaitingReason
 from definitions.notes_writer import note_effect_key
-from tests.helpers import running_worker, spec, start, write_script
+from tests.helpers import running_worker, spec, start, target_commits, write_script
 from workers.eviction import cached_runs
 
 EDITOR_SECRET = "editor-secret-do-not-log-7f3a"
@@ -25,10 +24,6 @@ APPROVERS = {
     "alice": {"secret": EDITOR_SECRET, "roles": ["editor"]},
     "mallory": {"secret": "mallory-secret", "roles": ["viewer"]},
 }
-
-
-def _commits(url: str, key: str) -> int:
-    return int(httpx2.get(f"{url}/stats", timeout=5).json()["commits"].get(key, 0))
 
 
 def decision(request: ApprovalRequest, principal: str = "alice", secret: str = EDITOR_SECRET,
@@ -105,7 +100,7 @@ async def test_an_approval_binds_revision_hash_destination_and_approver(
         )
         assert not unauthorized.accepted
         assert "lacks a required role" in unauthorized.message
-        assert _commits(target_url, key) == 0  # nothing refused published anything
+        assert target_commits(target_url, key) == 0  # nothing refused published anything
 
         good = decision(request)
         first = await handle.execute_update("decide_approval", good, result_type=DecisionResult)
@@ -115,7 +110,7 @@ async def test_an_approval_binds_revision_hash_destination_and_approver(
         history = await handle.fetch_history()
     assert result.status is RunStatus.COMPLETED
     assert (result.final_output or "").startswith(f"ok: effect {key} committed")
-    assert _commits(target_url, key) == 1
+    assert target_commits(target_url, key) == 1
     assert EDITOR_SECRET not in history.to_json()
 
 
@@ -132,7 +127,7 @@ async def test_reject_publishes_nothing_and_the_model_is_told(
         result = await handle.result()
         late = await handle.query("get_state", result_type=RunState)
     assert (result.final_output or "").startswith("rejected by alice: tone")
-    assert _commits(target_url, key) == 0
+    assert target_commits(target_url, key) == 0
     assert late.pending_approval is None
 
 
@@ -198,7 +193,7 @@ async def test_cli_approve_shows_what_is_approved_and_signs_it(
         result = await handle.result()
         listed = await gw("approval", "list", "--run", run_id, "--json")
     assert result.status is RunStatus.COMPLETED
-    assert _commits(target_url, key) == 1
+    assert target_commits(target_url, key) == 1
     rows = json.loads(listed.stdout)
     assert [(r["status"], r["decided_by"]) for r in rows] == [("approved", "alice")]
 
@@ -220,7 +215,7 @@ async def test_cancel_while_waiting_for_approval_ends_cancelled(
         state = await handle.query("get_state", result_type=RunState)
     assert state.status is RunStatus.CANCELLED
     assert request.approval_id
-    assert _commits(target_url, key) == 0
+    assert target_commits(target_url, key) == 0
 
 
 def test_a_decision_for_an_old_revision_names_the_current_one() -> None:
@@ -263,13 +258,13 @@ async def test_worker_down_while_the_approval_arrives(
         sys.unraisablehook = previous
     assert unraisable == []
     await handle.signal("approve", decision(request))  # no worker: Temporal keeps it
-    assert _commits(target_url, key) == 0
+    assert target_commits(target_url, key) == 0
     async with running_worker(
         client, task_queue, migrated_database, targets=targets, approvers=APPROVERS
     ):
         result = await handle.result()
     assert result.status is RunStatus.COMPLETED
-    assert _commits(target_url, key) == 1
+    assert target_commits(target_url, key) == 1
 
 
 async def test_a_new_revision_supersedes_the_pending_approval(
@@ -309,8 +304,8 @@ async def test_a_new_revision_supersedes_the_pending_approval(
     lines = (result.final_output or "").split("\\n")
     assert lines[0].startswith("rejected by groundwork: superseded by revision 8"), lines
     assert lines[1].startswith("ok: effect"), lines
-    assert _commits(target_url, note_effect_key(r7)) == 0
-    assert _commits(target_url, note_effect_key(r8)) == 1
+    assert target_commits(target_url, note_effect_key(r7)) == 0
+    assert target_commits(target_url, note_effect_key(r8)) == 1
 
 
 async def test_revoke_withdraws_a_pending_approval(
@@ -332,4 +327,4 @@ async def test_revoke_withdraws_a_pending_approval(
         )
         result = await handle.result()
     assert (result.final_output or "").startswith("rejected by bob: legal hold")
-    assert _commits(target_url, key) == 0
+    assert target_commits(target_url, key) == 0

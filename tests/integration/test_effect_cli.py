@@ -18,7 +18,15 @@ from contracts.effects import EffectStatus
 from contracts.run import ActivityTimeouts, RunState
 from contracts.status import RunStatus, WaitingReason
 from definitions.notes_writer import note_effect_key
-from tests.helpers import ROOT, publish_note_script, running_worker, spec, start, write_script
+from tests.helpers import (
+    ROOT,
+    arm_fault,
+    running_worker,
+    spec,
+    start,
+    target_commits,
+    write_script,
+)
 
 
 def gw(
@@ -89,34 +97,47 @@ def test_effect_commands_refuse_bad_input(
     assert bad_status.returncode == 2
 
 
-async def test_effect_resolve_answers_once_recorded_and_refuses_a_key_the_run_does_not_wait_on(
+async def test_effect_resolve_answers_once_recorded_refuses_a_key_the_run_does_not_wait_on_and_takes_a_repeat(
     temporal_env: WorkflowEnvironment, client: Client, task_queue: str, migrated_database: str,
     tmp_path: Path, target_url: str, ledger: EffectLedger,
 ) -> None:  # fmt: skip
-    arguments = {"note_id": f"res-{task_queue[-8:]}", "revision": 1, "content": "lost"}
-    key = note_effect_key(arguments)
-    script = publish_note_script(tmp_path, arguments)
-    # The send is lost before the commit and the target cannot answer lookups: nobody knows.
-    for fault in (
-        {"mode": "drop_before_commit", "times": 1, "key_prefix": key, "method": "POST"},
-        {"mode": "lookup_unknown", "times": -1, "key_prefix": key},
-    ):
-        httpx2.post(f"{target_url}/faults", json=fault, timeout=5).raise_for_status()
+    prefix = f"res-{task_queue[-8:]}"
+    first = {"note_id": f"{prefix}-a", "revision": 1, "content": "lost"}
+    second = {"note_id": f"{prefix}-b", "revision": 1, "content": "lost too"}
+    key, key_b = note_effect_key(first), note_effect_key(second)
+    script = write_script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "publish_note", "arguments": first}]},
+            {"tool_calls": [{"name": "publish_note", "arguments": second}]},
+            {"text": "{{tool_output:0}}\n{{tool_output:1}}"},
+        ],
+    )
+    # Each send is lost before the commit and the target cannot answer lookups: nobody knows.
+    arm_fault(
+        target_url, mode="drop_before_commit", times=2, key_prefix=f"note-{prefix}-", method="POST"
+    )
+    arm_fault(target_url, mode="lookup_unknown", times=-1, key_prefix=f"note-{prefix}-")
     run = spec(f"scripted:{script}", agent="notes-writer", timeouts=ActivityTimeouts(tool_call_s=5))
     targets = {"notes": {"kind": "http", "base_url": target_url, "timeout_s": 3}}
+
+    def resolve(*args: str) -> subprocess.CompletedProcess[str]:
+        return gw(temporal_env, migrated_database, "effect", "resolve", run.run_id, *args)
+
+    async def waiting_on(effect_key: str) -> None:
+        for _ in range(400):
+            state = await handle.query("get_state", result_type=RunState)
+            if state.waiting_reason is WaitingReason.EFFECT_UNKNOWN:
+                record = await ledger.get(effect_key)
+                if record is not None and record.status is EffectStatus.REQUIRES_HUMAN:
+                    return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"the run never waited for a human on {effect_key}")
+
     try:
         async with running_worker(client, task_queue, migrated_database, targets=targets):
             handle = await start(client, run, task_queue)
-            for _ in range(400):
-                state = await handle.query("get_state", result_type=RunState)
-                if state.waiting_reason is WaitingReason.EFFECT_UNKNOWN:
-                    break
-                await asyncio.sleep(0.05)
-            else:
-                raise AssertionError("the run never waited for a human")
-
-            def resolve(*args: str) -> subprocess.CompletedProcess[str]:
-                return gw(temporal_env, migrated_database, "effect", "resolve", run.run_id, *args)
+            await waiting_on(key)
 
             wrong = await asyncio.to_thread(resolve, f"{key}-typo", "--not-committed")
             assert wrong.returncode == 1, wrong.stderr
@@ -136,11 +157,28 @@ async def test_effect_resolve_answers_once_recorded_and_refuses_a_key_the_run_do
             assert record is not None
             assert record.status is EffectStatus.SUCCEEDED
             assert record.external_ref == "manual-7"
+
+            # The run goes on and waits on the second note. A client that lost the first
+            # answer's response sends it again: the same answer, taken as the one it was.
+            await waiting_on(key_b)
+            repeated = await asyncio.to_thread(resolve, key, "--committed", "--ref", "manual-7")
+            assert repeated.returncode == 0, repeated.stderr
+            assert "ledger succeeded" in repeated.stdout
+            # A different answer for an effect already answered is refused.
+            changed = await asyncio.to_thread(resolve, key, "--not-committed")
+            assert changed.returncode == 1, changed.stderr
+            assert "is not waiting on effect" in changed.stderr
+
+            last = await asyncio.to_thread(resolve, key_b, "--committed", "--ref", "manual-8")
+            assert last.returncode == 0, last.stderr
             result = await handle.result()
     finally:
         httpx2.delete(f"{target_url}/faults", timeout=5).raise_for_status()
     assert result.status is RunStatus.COMPLETED
-    assert int(httpx2.get(f"{target_url}/stats", timeout=5).json()["commits"].get(key, 0)) == 0
+    assert target_commits(target_url, key) == 0
+    assert target_commits(target_url, key_b) == 0
+    attempts = [a.phase for a in await ledger.attempts(key)]
+    assert attempts.count("resolve") == 1  # the repeat was one answer, recorded once
     again = await asyncio.to_thread(
         gw, temporal_env, migrated_database, "effect", "resolve", run.run_id, key, "--abandon"
     )

@@ -19,7 +19,15 @@ from contracts.effects import EffectResolution, EffectStatus, ResolveEffectInput
 from contracts.run import ActivityTimeouts, EffectClass, RunState, ToolPolicy
 from contracts.status import RunStatus, WaitingReason
 from definitions.notes_writer import note_effect_key
-from tests.helpers import publish_note_script, running_worker, spec, start, write_script
+from tests.helpers import (
+    arm_fault,
+    publish_note_script,
+    running_worker,
+    spec,
+    start,
+    target_commits,
+    write_script,
+)
 
 
 def _targets(url: str) -> dict[str, Any]:
@@ -28,14 +36,6 @@ def _targets(url: str) -> dict[str, Any]:
 
 def _args(note_id: str, **extra: Any) -> dict[str, Any]:
     return {"note_id": note_id, "revision": 1, "content": f"# {note_id}\n", **extra}
-
-
-def _commits(url: str, key: str) -> int:
-    return int(httpx2.get(f"{url}/stats", timeout=5).json()["commits"].get(key, 0))
-
-
-def _fault(url: str, **fault: Any) -> None:
-    httpx2.post(f"{url}/faults", json=fault, timeout=5).raise_for_status()
 
 
 async def _wait_for_status(handle: WorkflowHandle[Any, Any], status: RunStatus) -> RunState:
@@ -72,7 +72,7 @@ async def test_same_call_twice_is_one_effect_and_a_changed_request_is_a_conflict
     assert second == first  # the ledger answered; nothing was sent again
     assert third.startswith("error (conflict):"), third
     assert "nothing was sent" in third
-    assert _commits(target_url, key) == 1
+    assert target_commits(target_url, key) == 1
     record = await ledger.get(key)
     assert record is not None
     assert record.status is EffectStatus.SUCCEEDED
@@ -88,8 +88,8 @@ async def test_unknown_outcome_waits_for_a_human(
     key = note_effect_key(_args(note))
     script = publish_note_script(tmp_path, _args(note))
     # The send is lost without a commit and the target cannot answer lookups: nobody knows.
-    _fault(target_url, mode="drop_before_commit", times=1, key_prefix=key, method="POST")
-    _fault(target_url, mode="lookup_unknown", times=-1, key_prefix=key)
+    arm_fault(target_url, mode="drop_before_commit", times=1, key_prefix=key, method="POST")
+    arm_fault(target_url, mode="lookup_unknown", times=-1, key_prefix=key)
     # A deadline shorter than the human takes: their not_committed must start it again.
     policy = {"publish_note": ToolPolicy(effect_class=EffectClass.WRITE, send_within_s=3.0)}
     run = spec(
@@ -104,7 +104,7 @@ async def test_unknown_outcome_waits_for_a_human(
         record = await ledger.get(key)
         assert record is not None
         assert record.status is EffectStatus.REQUIRES_HUMAN
-        assert _commits(target_url, key) == 0
+        assert target_commits(target_url, key) == 0
         httpx2.delete(f"{target_url}/faults", timeout=5).raise_for_status()
         await asyncio.sleep(max(0.0, 3.5 - (time.monotonic() - started)))  # past the deadline
         await handle.signal(
@@ -125,9 +125,11 @@ async def test_unknown_outcome_waits_for_a_human(
     assert [e["type"] for e in events] == ["NotePublished"]
     if answer is EffectResolution.COMMITTED:
         assert record.external_ref == "manual-ref-1"
-        assert _commits(target_url, key) == 0  # the human said it happened: nothing dispatched
+        assert (
+            target_commits(target_url, key) == 0
+        )  # the human said it happened: nothing dispatched
     else:
-        assert _commits(target_url, key) == 1  # one dispatch after the human said it did not
+        assert target_commits(target_url, key) == 1  # one dispatch after the human said it did not
 
 
 async def test_zombie_attempt_settles_late_and_is_fenced_out(
@@ -142,7 +144,7 @@ async def test_zombie_attempt_settles_late_and_is_fenced_out(
     key = note_effect_key(_args(note))
     script = publish_note_script(tmp_path, _args(note))
     # The first send hangs past start_to_close; Temporal retries; then the first wakes up.
-    _fault(target_url, mode="hang", hang_s=4.0, times=1, key_prefix=key, method="POST")
+    arm_fault(target_url, mode="hang", hang_s=4.0, times=1, key_prefix=key, method="POST")
     run = spec(
         f"scripted:{script}",
         agent="notes-writer",
@@ -158,7 +160,7 @@ async def test_zombie_attempt_settles_late_and_is_fenced_out(
             await asyncio.sleep(0.05)
     assert result.status is RunStatus.COMPLETED
     assert ("settle", "stale_fence_rejected") in phases, phases
-    assert _commits(target_url, key) == 1
+    assert target_commits(target_url, key) == 1
     record = await ledger.get(key)
     assert record is not None
     assert record.status is EffectStatus.SUCCEEDED
@@ -238,7 +240,7 @@ async def test_each_dispatch_logs_its_transition_with_run_effect_attempt_and_fen
         effect_key=key, domain_event="NotePublished", now=datetime.now(UTC),
     )  # fmt: skip
     assert isinstance(call, PreparedCall)
-    _fault(target_url, mode="commit_then_drop", times=1, key_prefix=key, method="POST")
+    arm_fault(target_url, mode="commit_then_drop", times=1, key_prefix=key, method="POST")
     targets = TargetRegistry({"notes": TargetConfig(kind="http", base_url=target_url, timeout_s=3)})
     acts = EffectActivities(ledger, targets)
     env = ActivityEnvironment()
@@ -262,7 +264,7 @@ async def test_each_dispatch_logs_its_transition_with_run_effect_attempt_and_fen
         logging.getLogger().setLevel(saved_level)
         await targets.close()
     assert outcome.status is EffectStatus.SUCCEEDED
-    assert _commits(target_url, key) == 1
+    assert target_commits(target_url, key) == 1
     lines = [json.loads(line) for line in buf.getvalue().splitlines()]
     ours = [line for line in lines if line.get("effect_key") == key]
     for line in ours:
@@ -291,7 +293,7 @@ async def test_a_request_past_its_deadline_is_never_sent(
     key = note_effect_key(_args(note))
     script = publish_note_script(tmp_path, _args(note))
     # The first send fails outright; Temporal's retry comes 1 s later, after the deadline.
-    _fault(target_url, mode="error_5xx", times=1, key_prefix=key, method="POST")
+    arm_fault(target_url, mode="error_5xx", times=1, key_prefix=key, method="POST")
     policy = {"publish_note": ToolPolicy(effect_class=EffectClass.WRITE, send_within_s=0.8)}
     run = spec(f"scripted:{script}", agent="notes-writer", policy=policy)
     async with running_worker(client, task_queue, migrated_database, targets=_targets(target_url)):
@@ -300,7 +302,7 @@ async def test_a_request_past_its_deadline_is_never_sent(
     assert (result.final_output or "").startswith("error (failed): not sent: its deadline"), (
         result.final_output
     )
-    assert _commits(target_url, key) == 0
+    assert target_commits(target_url, key) == 0
     record = await ledger.get(key)
     assert record is not None
     assert record.status is EffectStatus.FAILED
