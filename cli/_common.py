@@ -8,6 +8,7 @@ from typing import NoReturn
 import typer
 from rich.console import Console
 
+from definitions import catalog
 from workers.endpoints import Endpoints, NoStackError, resolve
 from workers.logs import configure_logging
 from workers.settings import Settings
@@ -37,3 +38,19 @@ def endpoints(config: Settings) -> Endpoints:
         return resolve(config)
     except NoStackError as err:
         fail(str(err))
+
+
+def load_agents(config: Settings) -> None:
+    """Add GROUNDWORK_AGENTS to the catalog, each checked as a run would govern it."""
+    if not config.agents:
+        return
+    from workflows._tool_gateway import UngovernableToolError, govern
+
+    async def _never(*_: object) -> str:
+        raise AssertionError("a catalog check never calls a tool")
+
+    try:
+        for name in catalog.load(config.agents):
+            govern(catalog.build(name), _never)
+    except (catalog.AgentLoadError, UngovernableToolError) as err:
+        fail(f"GROUNDWORK_AGENTS: {err}")

@@ -7,6 +7,7 @@ import sys
 
 import typer
 
+from cli.agent_commands import agent_app
 from cli.approval_commands import approval_app, approve, reject
 from cli.demo import demo
 from cli.effect_commands import effect_app
@@ -34,6 +35,7 @@ app.add_typer(effect_app, name="effect")
 app.add_typer(approval_app, name="approval")
 app.add_typer(input_app, name="input")
 app.add_typer(target_app, name="target")
+app.add_typer(agent_app, name="agent")
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 from ulid import ULID
 
-from cli._common import console, endpoints, fail, settings
+from cli._common import console, endpoints, fail, load_agents, settings
 from cli.progress import final_state, follow, status_style
 from cli.trigger_client import TriggerClient, endpoint, unreachable
 from contracts.run import RunSpec, workflow_id_for
@@ -89,6 +89,7 @@ def start(
 ) -> None:
     """Start an agent Run (the same run_id twice gives the same run)."""
     config = settings("WARNING")
+    load_agents(config)
     spec = build_spec(agent, text, model, run_id, tenant, max_steps, max_tool_calls, max_tokens)
 
     async def go() -> int:

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from adapters.migrate import migrate
-from cli._common import console, endpoints, fail, settings
+from cli._common import console, endpoints, fail, load_agents, settings
 from workers.settings import Settings
 from workers.stack import (
     StackError,
@@ -54,6 +54,7 @@ def up(
 ) -> None:
     """Start the embedded stack: Temporal + Web UI, Postgres (migrated), a worker, the trigger service."""
     config = settings("WARNING")
+    load_agents(config)  # a wrong GROUNDWORK_AGENTS fails here, not in the worker's log
     existing = running_stack(config)
     if existing is not None:
         _show(existing, config, "Groundwork stack already running")
@@ -111,6 +112,7 @@ def status() -> None:
 def worker() -> None:
     """Run a worker in the foreground (the embedded stack starts one; deployments run N)."""
     config = settings()
+    load_agents(config)
     found = endpoints(config)
     asyncio.run(run_worker(config, found.temporal_address, found.database_url))
 
@@ -126,6 +128,7 @@ def serve(
     from trigger.serve import serve as run_service
 
     config = settings()
+    load_agents(config)
     try:
         trigger = TriggerSettings()
     except Exception as err:

@@ -1,7 +1,14 @@
-"""The agents a worker serves, by name. A Run's release names one of them."""
+"""The agents a worker serves, by name. A Run's release names one of them.
+
+The built-in agents are listed here; a deployment adds its own with GROUNDWORK_AGENTS
+(`load`), in every process that starts runs or executes them: the worker, the trigger
+service and the CLI's `run start`. Both sets are read at start and never change after it,
+so a workflow that builds its agent inside the sandbox sees the same catalog on replay.
+"""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -21,7 +28,7 @@ from definitions.governed import effect_of, execution_of
 
 AgentFactory = Callable[[], Agent[Any]]
 
-CATALOG: Mapping[str, AgentFactory] = {
+BUILT_IN: Mapping[str, AgentFactory] = {
     "source-reader": source_reader.build_agent,
     "filler": filler.build_agent,
     "triage": triage.build_agent,
@@ -32,19 +39,81 @@ CATALOG: Mapping[str, AgentFactory] = {
     "publisher": editor.build_publisher,
 }
 
+_loaded: dict[str, AgentFactory] = {}
+"""Agents a deployment added with `load`, by name."""
+
 
 class UnknownAgentError(LookupError):
     def __init__(self, name: str) -> None:
-        super().__init__(
-            f"unknown agent {name!r}; this worker serves: {', '.join(sorted(CATALOG))}"
-        )
+        super().__init__(f"unknown agent {name!r}; this worker serves: {', '.join(names())}")
+
+
+class AgentLoadError(ValueError):
+    """An entry of GROUNDWORK_AGENTS cannot serve as an agent; nothing of it was added."""
+
+
+def names() -> list[str]:
+    return sorted({*BUILT_IN, *_loaded})
+
+
+def has(name: str) -> bool:
+    return name in BUILT_IN or name in _loaded
 
 
 def build(name: str) -> Agent[Any]:
-    factory = CATALOG.get(name)
+    factory = BUILT_IN.get(name) or _loaded.get(name)
     if factory is None:
         raise UnknownAgentError(name)
     return factory()
+
+
+def load(entries: Mapping[str, str]) -> list[str]:
+    """Add agents from `{"name": "package.module:factory"}`; the factory takes no argument
+    and returns an `agents.Agent`. Each one is imported and built once here, and its tools'
+    policy derived, so a wrong path, a factory that fails or a tool that cannot be governed
+    stops the process at start instead of failing runs later. All or nothing.
+
+    Loading the same entries again is a no-op (a CLI command and the worker it starts may
+    both load them); a name that is built in, or already loaded from another path, is refused.
+    """
+    staged: dict[str, AgentFactory] = {}
+    for name, path in entries.items():
+        factory = _resolve(name, path)
+        if name in BUILT_IN:
+            raise AgentLoadError(f"agent {name!r} ({path}) is built in; choose another name")
+        if name in _loaded and _loaded[name] is not factory:
+            raise AgentLoadError(f"agent {name!r} is already loaded from another factory")
+        try:
+            agent = factory()
+        except Exception as err:
+            raise AgentLoadError(f"agent {name!r}: {path}() failed: {err}") from err
+        if not isinstance(agent, Agent):
+            raise AgentLoadError(
+                f"agent {name!r}: {path}() returned {type(agent).__name__}, not an agents.Agent"
+            )
+        try:
+            _policy_of(agent)
+        except Exception as err:
+            raise AgentLoadError(f"agent {name!r}: its tools cannot be governed: {err}") from err
+        staged[name] = factory
+    _loaded.update(staged)
+    return sorted(staged)
+
+
+def _resolve(name: str, path: str) -> AgentFactory:
+    if not name or name != name.strip():
+        raise AgentLoadError(f"agent name {name!r} must be non-empty, without spaces around it")
+    module_name, sep, attr = path.partition(":")
+    if not sep or not module_name or not attr:
+        raise AgentLoadError(f"agent {name!r}: {path!r} is not 'package.module:factory'")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as err:  # ImportError, or the module's own error at import
+        raise AgentLoadError(f"agent {name!r}: cannot import {module_name}: {err}") from err
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise AgentLoadError(f"agent {name!r}: {module_name} has no callable {attr!r}")
+    return factory  # type: ignore[no-any-return]
 
 
 def walk_tools(agent: Agent[Any]) -> Iterator[tuple[Agent[Any], FunctionTool]]:
@@ -68,8 +137,12 @@ def policy_snapshot(name: str) -> dict[str, ToolPolicy]:
     Pinned into the RunSpec when a run starts, so a later change of the definition does not
     change what a running run is allowed to do.
     """
+    return _policy_of(build(name))
+
+
+def _policy_of(agent: Agent[Any]) -> dict[str, ToolPolicy]:
     snapshot: dict[str, ToolPolicy] = {}
-    for _, tool in walk_tools(build(name)):
+    for _, tool in walk_tools(agent):
         declaration = effect_of(tool)
         if declaration is None:
             snapshot[tool.name] = ToolPolicy(

@@ -103,7 +103,7 @@ class Activator:
         """Signal-with-start the input's session; the session decides when (and whether) it runs."""
         session_id = session_of(row["target"], row["subject"])
         spec = _spec(row, rule, session_id=session_id)
-        if not spec.policy and spec.release.agent in catalog.CATALOG:
+        if not spec.policy and catalog.has(spec.release.agent):
             spec = spec.model_copy(update={"policy": catalog.policy_snapshot(spec.release.agent)})
         command = SessionCommand(
             input_id=row["public_id"],

@@ -19,7 +19,7 @@ async def start_run(
 
     Without an explicit policy, the agent's declared policy is pinned into the spec.
     """
-    if not spec.policy and spec.release.agent in catalog.CATALOG:
+    if not spec.policy and catalog.has(spec.release.agent):
         spec = spec.model_copy(update={"policy": catalog.policy_snapshot(spec.release.agent)})
     return await start_once(
         client, RUN_WORKFLOW_TYPE, spec, spec.run_id, task_queue,

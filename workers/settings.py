@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     """Key for `openai-compatible:` servers; the OpenAI key is never sent to them."""
     scripts_dir: Path | None = None
     scripted_call_log: Path | None = None
+    agents: dict[str, str] = Field(default_factory=dict)
+    """Agents beyond the built-in catalog, as JSON: {"my-agent": "my_pkg.agents:build_agent"}
+    (a module the worker can import, and a function of no arguments returning an Agent)."""
     targets: dict[str, TargetConfig] = Field(default_factory=dict)
     """Effect targets by name, as JSON: {"notes": {"kind": "git", "path": "/srv/notes"}}."""
     approvers: dict[str, ApproverConfig] = Field(default_factory=dict)

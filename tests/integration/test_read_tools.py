@@ -156,7 +156,7 @@ async def test_a_failing_read_is_retried_with_backoff_and_never_touches_the_ledg
 ) -> None:
     from definitions import catalog
 
-    monkeypatch.setitem(catalog.CATALOG, "flaky-reader", _flaky_reader)  # type: ignore[index]
+    monkeypatch.setitem(catalog._loaded, "flaky-reader", _flaky_reader)
     token = f"tok-{task_queue[-8:]}-{execution.value}"
     script = write_script(
         tmp_path,
