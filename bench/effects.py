@@ -48,8 +48,10 @@ pg_floor_tx_per_s_c8
     fresh row. (c=1 too.)
 
 e2e_tool_turns_per_s
-    AgentRun of the notes-writer agent (scripted model, one script file per run, all of a
-    rep's written before its clock starts): K model
+    AgentRun of note-publisher (bench/_e2e_agent.py: notes-writer's publish_note as its one
+    tool, as the peer's agent has one; loaded with GROUNDWORK_AGENTS; --e2e-agent
+    notes-writer runs the built-in agent, which offers two more tools) (scripted model, one
+    script file per run, all of a rep's written before its clock starts): K model
     turns, the first K-1 each calling publish_note (governed, ledgered, HTTP target) with a
     distinct note id/revision, then a text. --e2e-runs runs at concurrency 8 on one
     `python -m cli worker`; tool turns/s = runs/s x (K-1).
@@ -145,6 +147,9 @@ PEER_PACKAGES = [
 ]
 TQ_OVERHEAD = "gw-bench-effects-overhead"
 TQ_E2E = "gw-bench-effects-e2e"
+E2E_AGENT_NAME = "note-publisher"
+E2E_AGENT_PATH = "bench._e2e_agent:build_agent"
+"""Loaded by the e2e worker as GROUNDWORK_AGENTS; the worker's cwd is the repository."""
 E2E_CONCURRENCY = 8
 SCRIPT_TOKENS = {"input_tokens": 100, "output_tokens": 20}
 """Fixed token counts, as in bench/run_overhead.py: otherwise the scripted model serialises
@@ -421,6 +426,7 @@ class Stack:
             GROUNDWORK_TASK_QUEUE=task_queue,
             GROUNDWORK_HOME=str(self.workdir / "home"),
             GROUNDWORK_TARGETS=json.dumps({"notes": {"kind": "http", "base_url": self.target_url}}),
+            GROUNDWORK_AGENTS=json.dumps({E2E_AGENT_NAME: E2E_AGENT_PATH}),
             OPENAI_AGENTS_DISABLE_TRACING="1",
         )
         worker_log = self.workdir / "worker.log"
@@ -1077,7 +1083,7 @@ def write_notes_script(directory: Path, tag: str, turns: int) -> Path:
 
 
 class E2EBench:
-    """notes-writer runs on one `python -m cli worker`: warm-up once, then one rep at a time
+    """Runs of the e2e agent on one `python -m cli worker`: warm-up once, then one rep at a time
     (so the bench can interleave them with the peer's reps), then the checks."""
 
     def __init__(self, args: argparse.Namespace, stack: Stack) -> None:
@@ -1134,7 +1140,7 @@ class E2EBench:
             path = paths[i]
             spec = RunSpec(
                 run_id=run_id,
-                release=Release(agent="notes-writer", model_route=f"scripted:{path}"),
+                release=Release(agent=self.args.e2e_agent, model_route=f"scripted:{path}"),
                 input=f"Publish {k - 1} notes.",
             )
             handle = await start_run(self.client, spec, TQ_E2E)
@@ -1192,7 +1198,7 @@ class E2EBench:
         cpu_keys = list(reps[0]["cpu_ms_per_run"])
         cpu_run = {key: r3(med([r["cpu_ms_per_run"][key] for r in reps])) for key in cpu_keys}
         return {
-            "agent": "notes-writer (publish_note: governed write, HTTP target)",
+            "agent": f"{self.args.e2e_agent} (publish_note: governed write, HTTP target)",
             "turns_per_run": k,
             "tool_turns_per_run": k - 1,
             "concurrency": E2E_CONCURRENCY,
@@ -1417,6 +1423,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             "e2e_concurrency": E2E_CONCURRENCY,
             "turns": args.turns,
             "reps": args.reps,
+            "e2e_agent": args.e2e_agent,
         },
         "machine": {
             "cpus": os.cpu_count(),
@@ -1582,7 +1589,8 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         "pg_floor": "peer_baseline.py postgres scenario: 8 dedicated connections, BEGIN; INSERT "
         "ON CONFLICT DO NOTHING; UPDATE; COMMIT, same Postgres, same run.",
         "e2e_vs_peer": "tool turns/s = runs/s x (K-1) on both sides; K model turns per run, K-1 "
-        "of them call the tool; concurrency 8; ours: notes-writer, governed publish_note to "
+        "of them call the tool; concurrency 8; ours: note-publisher (one tool, as the peer's "
+        "agent; --e2e-agent notes-writer: three), governed publish_note to "
         "the HTTP service (ledger + real fsynced write); peer (peer_tool_turns_per_s): "
         "activity_as_tool POSTing the same note to the same HTTP service with an "
         "Idempotency-Key, no ledger (bench/_peer_http_tool.py); peer_string_tool: "
@@ -1614,6 +1622,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--only", nargs="*", choices=["ledger", "overhead", "e2e", "peer"], help="a subset"
     )
     ap.add_argument("--profile", action="store_true", help="cProfile the c=1 ledger path too")
+    ap.add_argument(
+        "--e2e-agent",
+        choices=[E2E_AGENT_NAME, "notes-writer"],
+        default=E2E_AGENT_NAME,
+        help="our e2e agent: publish_note alone (as the peer's one tool) or the built-in three",
+    )
     ap.add_argument("--peer-python", help="python of a venv with the peer packages")
     ap.add_argument(
         "--peer-tool",
