@@ -1,4 +1,6 @@
-# Groundwork image: `groundwork worker` by default; the compose file also runs `groundwork db migrate`.
+# Groundwork image: `groundwork worker` by default; the compose file also runs `groundwork db migrate`
+# and `groundwork serve` (the trigger service). tests/unit/test_image_contents.py checks that
+# every package pyproject.toml ships is copied here and let through .dockerignore.
 # Build context is the project root; .dockerignore lets in only what is copied below.
 FROM python:3.11-slim
 
@@ -24,6 +26,7 @@ COPY adapters/ adapters/
 COPY workers/ workers/
 COPY definitions/ definitions/
 COPY cli/ cli/
+COPY trigger/ trigger/
 RUN pip install --no-deps . && rm -rf build ./*.egg-info
 
 ENV GROUNDWORK_HOME=/home/groundwork/.groundwork

@@ -17,7 +17,10 @@ class TokenGrant(BaseModel):
 
 
 class TriggerSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="GROUNDWORK_TRIGGER_", extra="ignore")
+    # An empty variable is an unset one (docker-compose.yml passes them through as "").
+    model_config = SettingsConfigDict(
+        env_prefix="GROUNDWORK_TRIGGER_", extra="ignore", env_ignore_empty=True
+    )
 
     host: str = "127.0.0.1"
     port: int = 8080

@@ -35,7 +35,10 @@ def write_local_defaults(home: Path) -> Path:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="GROUNDWORK_", extra="ignore")
+    # An empty variable is an unset one: compose passes `${GROUNDWORK_TARGETS:-}` through as "".
+    model_config = SettingsConfigDict(
+        env_prefix="GROUNDWORK_", extra="ignore", env_ignore_empty=True
+    )
 
     home: Path = Path(".groundwork")
     """Where the embedded stack keeps its data, logs and state file."""
