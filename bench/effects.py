@@ -70,7 +70,10 @@ peer_string_tool_turns_per_s
     nothing (the figure earlier runs compared against; --peer-tool picks http, string or both).
 
 Targets (booleans under targets_met): overhead_ms_p50 <= 3; ledger_effects_per_s_c8 >=
-0.4 x pg_floor_tx_per_s_c8; e2e_tool_turns_per_s >= 1.0 x peer_tool_turns_per_s.
+0.4 x pg_floor_tx_per_s_c8; e2e_tool_turns_per_s >= 1.0 x peer_tool_turns_per_s. Beside
+them, for reading a figure near its threshold: overhead_ms_p50_ci95 (bootstrap 95 % interval
+of the per-pair median) and ratios.ledger_c8_over_pg_floor_c8_by_rep (each rep's ledger
+series over the floor series run just before it).
 
 Usage:
   .venv/bin/python bench/effects.py --quick     # a few minutes
@@ -91,6 +94,7 @@ import math
 import os
 import platform
 import pstats
+import random
 import shutil
 import signal
 import statistics
@@ -198,10 +202,22 @@ def med(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def median_ci95(values: list[float], resamples: int = 2000) -> list[float] | None:
+    """A percentile-bootstrap 95 % interval of the median (seeded: the same data, the same
+    interval), so a p50 a few percent off a threshold can be told from noise, or not."""
+    if len(values) < 20:
+        return None
+    rng = random.Random(20261204)
+    n = len(values)
+    medians = sorted(statistics.median(rng.choices(values, k=n)) for _ in range(resamples))
+    return [r3(medians[int(0.025 * resamples)]), r3(medians[int(0.975 * resamples) - 1])]
+
+
 def dist(values: list[float]) -> dict[str, Any]:
     return {
         "n": len(values),
         "p50": r3(med(values)),
+        "p50_ci95": median_ci95(values),
         "p95": r3(pct(values, 0.95)),
         "p05": r3(pct(values, 0.05)),
         "mean": r3(statistics.fmean(values)) if values else None,
@@ -1506,6 +1522,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         "overhead_ms_p50": ov["delta_ms_server_schedule_to_close"]["p50"] if ov else None,
         "overhead_ms_p95": ov["delta_ms_server_schedule_to_close"]["p95"] if ov else None,
         "overhead_ms_mean": ov["delta_ms_server_schedule_to_close"]["mean"] if ov else None,
+        "overhead_ms_p50_ci95": ov["delta_ms_server_schedule_to_close"]["p50_ci95"] if ov else None,
         "overhead_ms_p50_workflow_side": ov["delta_ms_workflow_side"]["p50"] if ov else None,
         "overhead_ms_p95_workflow_side": ov["delta_ms_workflow_side"]["p95"] if ov else None,
         "overhead_ms_p50_worker_execution": (
@@ -1522,6 +1539,16 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     result["ratios"] = {
         "ledger_c8_over_pg_floor_c8": ratio(
             figures["ledger_effects_per_s_c8"], figures["pg_floor_tx_per_s_c8"]
+        ),
+        # Each rep's ledger series runs right after its floor series: paired, they carry less
+        # of the host's drift between reps than the two medians do.
+        "ledger_c8_over_pg_floor_c8_by_rep": (
+            [
+                ratio(led["effects_per_s"], floor["tx_per_s"])
+                for led, floor in zip(lg["ledger_c8"]["reps"], lg["floor_c8"]["reps"], strict=True)
+            ]
+            if lg
+            else None
         ),
         "ledger_recent_first_over_fifo_pool": (
             {
