@@ -23,7 +23,8 @@ from tests.chaos.evidence import ledger_state
 from tests.helpers import ROOT, spawn_worker, spec, start, stop_worker, target_commits, write_script
 from tests.user_agents import receipt_key
 
-AGENTS = {"receipt-sender": "tests.user_agents:build_receipt_sender"}
+# The catalog name need not be the Agent's own name ("receipt-sender"): runs name the former.
+AGENTS = {"billing-receipts": "tests.user_agents:build_receipt_sender"}
 
 
 def gw(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -59,7 +60,7 @@ async def test_a_worker_serves_an_agent_named_in_GROUNDWORK_AGENTS(
         log, GROUNDWORK_AGENTS=json.dumps(AGENTS), GROUNDWORK_TARGETS=json.dumps(targets),
     )  # fmt: skip
     try:
-        run = spec(f"scripted:{script}", agent="receipt-sender")
+        run = spec(f"scripted:{script}", agent="billing-receipts")
         handle = await start(client, run, task_queue)
         result = await asyncio.wait_for(handle.result(), timeout=60)
     finally:
@@ -105,8 +106,8 @@ def test_agent_list_shows_loaded_agents_and_refuses_an_ungovernable_one() -> Non
     listed = gw("agent", "list", "--json", GROUNDWORK_AGENTS=json.dumps(AGENTS))
     assert listed.returncode == 0, listed.stderr
     rows = {row["agent"]: row for row in json.loads(listed.stdout)}
-    assert rows["receipt-sender"]["source"] == AGENTS["receipt-sender"]
-    assert rows["receipt-sender"]["tools"]["send_receipt"]["effect_class"] == "idempotent_write"
+    assert rows["billing-receipts"]["source"] == AGENTS["billing-receipts"]
+    assert rows["billing-receipts"]["tools"]["send_receipt"]["effect_class"] == "idempotent_write"
     assert rows["notes-writer"]["source"] == "built-in"
 
     hosted = gw(
