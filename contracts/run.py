@@ -167,6 +167,8 @@ class RunState(BaseModel):
     run_id: str
     agent: str
     tenant: str
+    principal: str | None = None
+    """Who started the run (RunSpec.principal): over HTTP they may cancel it."""
     status: RunStatus = RunStatus.CREATED
     waiting_reason: WaitingReason | None = None
     failure_reason: FailureReason | None = None

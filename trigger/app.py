@@ -467,7 +467,19 @@ def create_app(
             )  # fmt: skip
             if problem is not None:
                 raise ApiError(422, problem)
+        elif control.action == "cancel":
+            mine = run.principal is not None and run.principal == caller.principal
+            if not mine and not set(caller.roles) & set(settings.cancel_roles):
+                raise ApiError(
+                    403,
+                    f"{caller.principal} may not cancel run {run_id}: only who started it "
+                    f"({run.principal or 'unknown'}) or one of the roles "
+                    f"{', '.join(settings.cancel_roles) or '(none configured)'}",
+                )
         elif control.action == "revoke":
+            # Withdrawing an approval is an approver's decision, as giving it is.
+            if caller.principal not in approvers:
+                raise ApiError(403, f"{caller.principal} is not an approver")
             revoke_target = control.approval_id or (pending.approval_id if pending else None)
             if revoke_target is None:
                 raise ApiError(409, "nothing to revoke: no approval given and none pending")

@@ -36,6 +36,8 @@ class TriggerSettings(BaseSettings):
     """Per-token sustained rate; bursts up to `rate_burst`."""
     rate_burst: int = 400
     activation_interval_s: float = 0.2
+    cancel_roles: list[str] = Field(default_factory=lambda: ["operator"])
+    """Besides the run's own principal, a token with one of these roles may cancel a run."""
     effect_resolver_roles: list[str] = Field(default_factory=lambda: ["operator"])
     """A token needs one of these roles to answer `resolve_effect` over HTTP: saying an
     effect did not happen sends it again, so not every token of the tenant may say it."""

@@ -53,6 +53,7 @@ class AgentRunWorkflow(EffectsMixin, WaitsMixin):
             run_id=spec.run_id,
             agent=spec.release.agent,
             tenant=spec.tenant,
+            principal=spec.principal,
             budgets=spec.budgets,
         )
         self._current_agent = spec.release.agent

@@ -31,6 +31,7 @@ TOKENS = {
     "tok-acme": {"tenant": "acme", "principal": "alice", "roles": ["editor"]},
     "tok-globex": {"tenant": "globex", "principal": "hank", "roles": []},
     "tok-ops": {"tenant": "acme", "principal": "olga", "roles": ["operator"]},
+    "tok-bob": {"tenant": "acme", "principal": "bob", "roles": ["editor"]},
 }
 POLICY = """
 rules:
@@ -362,6 +363,20 @@ async def test_approval_over_http_is_signed_for_the_caller(
         )  # fmt: skip
         assert no_ref.status_code == 422
         assert "external_ref" in no_ref.json()["error"]
+        # bob is of the tenant but neither started the run, nor an operator, nor an approver.
+        not_his_run = await asyncio.to_thread(
+            http.post, controls, headers=_auth("tok-bob"), json={"action": "cancel"}
+        )
+        assert not_his_run.status_code == 403
+        assert not_his_run.json()["error"] == (
+            f"bob may not cancel run {run_id}: only who started it (alice) or one of the "
+            "roles operator"
+        )
+        not_an_approver = await asyncio.to_thread(
+            http.post, controls, headers=_auth("tok-bob"), json={"action": "revoke"}
+        )
+        assert not_an_approver.status_code == 403
+        assert not_an_approver.json()["error"] == "bob is not an approver"
         assert _count_inputs(migrated_database) == stored_before_refusals  # refused: nothing stored
         # Checked by the run itself (logged, then refused): it waits on an approval, no effect.
         not_waiting = await asyncio.to_thread(
@@ -504,3 +519,51 @@ def test_github_webhooks_are_verified_normalized_and_deduplicated(
     assert unknown.status_code == 422
     assert "not handled" in unknown.json()["error"]
     assert _count_inputs(migrated_database) == before
+
+
+@pytest.mark.parametrize("token", ["tok-acme", "tok-ops"], ids=["who-started-it", "an-operator"])
+async def test_a_run_is_cancelled_over_http_by_who_started_it_or_an_operator(
+    trigger: TriggerProcess, trigger_env: dict[str, str], client: Client, migrated_database: str,
+    token: str,
+) -> None:  # fmt: skip
+    body = _envelope(kind="command", type="note.publish", data={"text": "publish r8"})
+    async with running_worker(
+        client, trigger_env["GROUNDWORK_TASK_QUEUE"], migrated_database,
+        targets=json.loads(trigger_env["GROUNDWORK_TARGETS"]), approvers=APPROVERS,
+    ):  # fmt: skip
+        accepted = await asyncio.to_thread(
+            http.post, f"{trigger.url}/v1/inputs", json=body, headers=_auth()
+        )
+        input_id = accepted.json()["input_id"]
+        record = await _until(
+            lambda: (
+                (r := http.get(f"{trigger.url}/v1/inputs/{input_id}", headers=_auth()).json())[
+                    "activation_refs"
+                ]
+                and r
+            )
+        )
+        run_id = record["activation_refs"][0]["run_id"]
+        waiting = await _until(
+            lambda: (
+                (r := http.get(f"{trigger.url}/v1/runs/{run_id}", headers=_auth()).json()).get(
+                    "pending_approval"
+                )
+                and r
+            )
+        )
+        assert waiting["principal"] == "alice"
+        cancelled = await asyncio.to_thread(
+            http.post, f"{trigger.url}/v1/runs/{run_id}/controls", headers=_auth(token),
+            json={"action": "cancel", "reason": "not today"},
+        )  # fmt: skip
+        assert cancelled.status_code == 200, cancelled.text
+        assert cancelled.json()["message"] == "cancellation requested"
+        done = await _until(
+            lambda: (
+                (r := http.get(f"{trigger.url}/v1/runs/{run_id}", headers=_auth()).json())["status"]
+                == "Cancelled"
+                and r
+            )
+        )
+    assert done["final_output"] is None
