@@ -159,6 +159,34 @@ async def _until(check: Any, within_s: float = 20) -> Any:
     raise AssertionError("condition not met in time")
 
 
+async def _note_run_waiting_for_approval(
+    trigger: TriggerProcess, body: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """POST a note.publish input as alice; the run it activates, once it waits on its approval."""
+    accepted = await asyncio.to_thread(
+        http.post, f"{trigger.url}/v1/inputs", json=body, headers=_auth()
+    )
+    input_id = accepted.json()["input_id"]
+    record = await _until(
+        lambda: (
+            (r := http.get(f"{trigger.url}/v1/inputs/{input_id}", headers=_auth()).json())[
+                "activation_refs"
+            ]
+            and r
+        )
+    )
+    run_id = str(record["activation_refs"][0]["run_id"])
+    run = await _until(
+        lambda: (
+            (r := http.get(f"{trigger.url}/v1/runs/{run_id}", headers=_auth()).json()).get(
+                "pending_approval"
+            )
+            and r
+        )
+    )
+    return run_id, run
+
+
 def test_docs_health_and_auth(trigger: TriggerProcess) -> None:
     assert http.get(f"{trigger.url}/healthz").json() == {"status": "ok"}
     spec = http.get(f"{trigger.url}/openapi.json").json()
@@ -314,28 +342,7 @@ async def test_approval_over_http_is_signed_for_the_caller(
         client, trigger_env["GROUNDWORK_TASK_QUEUE"], migrated_database,
         targets=json.loads(trigger_env["GROUNDWORK_TARGETS"]), approvers=APPROVERS,
     ):  # fmt: skip
-        input_id = (
-            await asyncio.to_thread(
-                http.post, f"{trigger.url}/v1/inputs", json=body, headers=_auth()
-            )
-        ).json()["input_id"]
-        record = await _until(
-            lambda: (
-                (r := http.get(f"{trigger.url}/v1/inputs/{input_id}", headers=_auth()).json())[
-                    "activation_refs"
-                ]
-                and r
-            )
-        )
-        run_id = record["activation_refs"][0]["run_id"]
-        run = await _until(
-            lambda: (
-                (r := http.get(f"{trigger.url}/v1/runs/{run_id}", headers=_auth()).json()).get(
-                    "pending_approval"
-                )
-                and r
-            )
-        )
+        run_id, run = await _note_run_waiting_for_approval(trigger, body)
         pending = run["pending_approval"]
         controls = f"{trigger.url}/v1/runs/{run_id}/controls"
         stored_before_refusals = _count_inputs(migrated_database)
@@ -531,27 +538,7 @@ async def test_a_run_is_cancelled_over_http_by_who_started_it_or_an_operator(
         client, trigger_env["GROUNDWORK_TASK_QUEUE"], migrated_database,
         targets=json.loads(trigger_env["GROUNDWORK_TARGETS"]), approvers=APPROVERS,
     ):  # fmt: skip
-        accepted = await asyncio.to_thread(
-            http.post, f"{trigger.url}/v1/inputs", json=body, headers=_auth()
-        )
-        input_id = accepted.json()["input_id"]
-        record = await _until(
-            lambda: (
-                (r := http.get(f"{trigger.url}/v1/inputs/{input_id}", headers=_auth()).json())[
-                    "activation_refs"
-                ]
-                and r
-            )
-        )
-        run_id = record["activation_refs"][0]["run_id"]
-        waiting = await _until(
-            lambda: (
-                (r := http.get(f"{trigger.url}/v1/runs/{run_id}", headers=_auth()).json()).get(
-                    "pending_approval"
-                )
-                and r
-            )
-        )
+        run_id, waiting = await _note_run_waiting_for_approval(trigger, body)
         assert waiting["principal"] == "alice"
         cancelled = await asyncio.to_thread(
             http.post, f"{trigger.url}/v1/runs/{run_id}/controls", headers=_auth(token),
