@@ -70,8 +70,10 @@ def build(name: str) -> Agent[Any]:
 def load(entries: Mapping[str, str]) -> list[str]:
     """Add agents from `{"name": "package.module:factory"}`; the factory takes no argument
     and returns an `agents.Agent`. Each one is imported and built once here, and its tools'
-    policy derived, so a wrong path, a factory that fails or a tool that cannot be governed
-    stops the process at start instead of failing runs later. All or nothing.
+    policy derived, so a wrong path, a factory that fails or a broken tool declaration stops
+    the process at start instead of failing runs later. All or nothing. Whether a run could
+    govern every tool (function tools only, no MCP servers) is the workflow gateway's rule;
+    `cli._common.load_agents` applies it after this, before the process serves anything.
 
     Loading the same entries again is a no-op (a CLI command and the worker it starts may
     both load them); a name that is built in, or already loaded from another path, is refused.

@@ -159,6 +159,11 @@ async def _until(check: Any, within_s: float = 20) -> Any:
     raise AssertionError("condition not met in time")
 
 
+async def _control(url: str, token: str, body: dict[str, Any]) -> httpx2.Response:
+    """POST a control to a run's /controls as `token`'s caller, off the event loop."""
+    return await asyncio.to_thread(http.post, url, headers=_auth(token), json=body)
+
+
 async def _note_run_waiting_for_approval(
     trigger: TriggerProcess, body: dict[str, Any]
 ) -> tuple[str, dict[str, Any]]:
@@ -346,58 +351,61 @@ async def test_approval_over_http_is_signed_for_the_caller(
         pending = run["pending_approval"]
         controls = f"{trigger.url}/v1/runs/{run_id}/controls"
         stored_before_refusals = _count_inputs(migrated_database)
-        stale = await asyncio.to_thread(
-            http.post, controls, headers=_auth(),
-            json={"action": "approve", "revision": "7", "content_hash": pending["content_hash"]},
-        )  # fmt: skip
+        stale = await _control(
+            controls,
+            "tok-acme",
+            {"action": "approve", "revision": "7", "content_hash": pending["content_hash"]},
+        )
         assert stale.status_code == 409
         assert "current revision is 8" in stale.json()["error"]
-        unnamed = await asyncio.to_thread(
-            http.post, controls, headers=_auth(), json={"action": "approve"}
-        )
+        unnamed = await _control(controls, "tok-acme", {"action": "approve"})
         assert unnamed.status_code == 422
-        not_an_operator = await asyncio.to_thread(
-            http.post, controls, headers=_auth(),
-            json={"action": "resolve_effect", "effect_key": "k", "resolution": "not_committed"},
-        )  # fmt: skip
+        not_an_operator = await _control(
+            controls,
+            "tok-acme",
+            {"action": "resolve_effect", "effect_key": "k", "resolution": "not_committed"},
+        )
         assert not_an_operator.status_code == 403
         assert not_an_operator.json()["error"] == (
             "alice may not resolve effects: that needs one of the roles operator"
         )
-        no_ref = await asyncio.to_thread(
-            http.post, controls, headers=_auth("tok-ops"),
-            json={"action": "resolve_effect", "effect_key": "k", "resolution": "committed"},
-        )  # fmt: skip
+        no_ref = await _control(
+            controls,
+            "tok-ops",
+            {"action": "resolve_effect", "effect_key": "k", "resolution": "committed"},
+        )
         assert no_ref.status_code == 422
         assert "external_ref" in no_ref.json()["error"]
         # bob is of the tenant but neither started the run, nor an operator, nor an approver.
-        not_his_run = await asyncio.to_thread(
-            http.post, controls, headers=_auth("tok-bob"), json={"action": "cancel"}
-        )
+        not_his_run = await _control(controls, "tok-bob", {"action": "cancel"})
         assert not_his_run.status_code == 403
         assert not_his_run.json()["error"] == (
             f"bob may not cancel run {run_id}: only who started it (alice) or one of the "
             "roles operator"
         )
-        not_an_approver = await asyncio.to_thread(
-            http.post, controls, headers=_auth("tok-bob"), json={"action": "revoke"}
-        )
+        not_an_approver = await _control(controls, "tok-bob", {"action": "revoke"})
         assert not_an_approver.status_code == 403
         assert not_an_approver.json()["error"] == "bob is not an approver"
         assert _count_inputs(migrated_database) == stored_before_refusals  # refused: nothing stored
         # Checked by the run itself (logged, then refused): it waits on an approval, no effect.
-        not_waiting = await asyncio.to_thread(
-            http.post, controls, headers=_auth("tok-ops"),
-            json={"action": "resolve_effect", "effect_key": "k", "resolution": "not_committed"},
-        )  # fmt: skip
+        not_waiting = await _control(
+            controls,
+            "tok-ops",
+            {"action": "resolve_effect", "effect_key": "k", "resolution": "not_committed"},
+        )
         assert not_waiting.status_code == 409
         assert not_waiting.json()["error"] == (
             "refused: this run is not waiting on effect 'k' (waiting on: none)"
         )
-        approved = await asyncio.to_thread(
-            http.post, controls, headers=_auth(),
-            json={"action": "approve", "revision": pending["revision"], "content_hash": pending["content_hash"]},
-        )  # fmt: skip
+        approved = await _control(
+            controls,
+            "tok-acme",
+            {
+                "action": "approve",
+                "revision": pending["revision"],
+                "content_hash": pending["content_hash"],
+            },
+        )
         assert approved.status_code == 200, approved.text
         assert approved.json()["message"] == "approved by alice"
         done = await _until(
@@ -540,10 +548,11 @@ async def test_a_run_is_cancelled_over_http_by_who_started_it_or_an_operator(
     ):  # fmt: skip
         run_id, waiting = await _note_run_waiting_for_approval(trigger, body)
         assert waiting["principal"] == "alice"
-        cancelled = await asyncio.to_thread(
-            http.post, f"{trigger.url}/v1/runs/{run_id}/controls", headers=_auth(token),
-            json={"action": "cancel", "reason": "not today"},
-        )  # fmt: skip
+        cancelled = await _control(
+            f"{trigger.url}/v1/runs/{run_id}/controls",
+            token,
+            {"action": "cancel", "reason": "not today"},
+        )
         assert cancelled.status_code == 200, cancelled.text
         assert cancelled.json()["message"] == "cancellation requested"
         done = await _until(

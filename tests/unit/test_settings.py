@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from trigger.config import TriggerSettings
 from workers.settings import Settings
 
 
@@ -38,3 +39,17 @@ def test_a_malformed_variable_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.setenv("GROUNDWORK_AGENTS", "receipt-sender")
     with pytest.raises(Exception, match="agents"):
         Settings()
+
+
+def test_the_trigger_settings_take_an_empty_variable_as_unset(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # docker-compose.yml passes GROUNDWORK_TRIGGER_TOKENS and the cancel / resolver roles
+    # through as "" when the shell does not set them
+    for name in ("TOKENS", "WEBHOOK_SECRETS", "CANCEL_ROLES", "EFFECT_RESOLVER_ROLES"):
+        monkeypatch.setenv(f"GROUNDWORK_TRIGGER_{name}", "")
+    trigger = TriggerSettings()
+    assert trigger.tokens == {}
+    assert trigger.webhook_secrets == {}
+    assert trigger.cancel_roles == ["operator"]
+    assert trigger.effect_resolver_roles == ["operator"]
