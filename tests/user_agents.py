@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents import Agent, WebSearchTool, function_tool
+from agents import Agent, ModelSettings, WebSearchTool, function_tool
 
 from contracts.run import EffectClass
 from definitions.governed import governed_tool
@@ -48,6 +48,18 @@ def build_receipt_sender() -> Agent[None]:
         name="receipt-sender",
         instructions="Look up the order, then send its receipt once.",
         tools=[order_total, send_receipt],
+    )
+
+
+def build_forced_filler() -> Agent[None]:
+    """filler with its tool forced: the SDK forces it until the agent has used a tool."""
+    from definitions.filler import produce
+
+    return Agent(
+        name="forced-filler",
+        instructions="Call produce as asked, then answer briefly.",
+        tools=[produce],
+        model_settings=ModelSettings(tool_choice="required"),
     )
 
 

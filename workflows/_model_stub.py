@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import TypeAdapter
     from pydantic_core import to_jsonable_python
 
+from contracts.continuation import resumed_marker
 from contracts.hashing import content_hash
 from contracts.model_turn import (
     MODEL_TURN_ACTIVITY,
@@ -124,19 +125,32 @@ def _tool_specs(tools: list[Tool]) -> list[FunctionToolSpec]:
     return specs
 
 
+class ContinueAsNewNeededError(Exception):
+    """Raised by the stub instead of a turn when the run must continue as new first: the
+    loop stops at a turn boundary, with what the next execution needs to pick it up."""
+
+    def __init__(self, transcript_ref: str, pending_items: list[dict[str, Any]]) -> None:
+        super().__init__("the run continues as new before its next model turn")
+        self.transcript_ref = transcript_ref
+        self.pending_items = pending_items
+
+
 class TurnHooks:
-    """What the workflow does around each turn: budget checks before, accounting after, and
-    (optionally) user messages to inject before the turn (steering)."""
+    """What the workflow does around each turn: budget checks before, accounting after,
+    (optionally) user messages to inject before the turn (steering), and (optionally)
+    whether to continue as new instead of taking the turn."""
 
     def __init__(
         self,
         before: Callable[[], int],
         after: Callable[[ModelTurnResult], None],
         inject: Callable[[int], Awaitable[list[dict[str, Any]]]] | None = None,
+        continue_as_new: Callable[[], bool] | None = None,
     ) -> None:
         self.before = before
         self.after = after
         self.inject = inject
+        self.continue_as_new = continue_as_new
 
 
 def with_injected(
@@ -174,7 +188,10 @@ class WorkflowModel(Model):
         task_queue: str | None,
         timeout: timedelta,
         heartbeat: timedelta,
+        resumed_from: str | None = None,
     ) -> None:
+        """`resumed_from`: in a continued execution, the stored transcript the loop's first
+        input item (`contracts.continuation.resumed_marker`) stands for."""
         self._run_id = run_id
         self._route = route
         self._agent_name = agent_name
@@ -192,6 +209,12 @@ class WorkflowModel(Model):
         self._hashed_item_digests: list[str] = []
         self._hashed_context: tuple[dict[str, Any], str] | None = None
         self._injected: list[tuple[int, dict[str, Any]]] = []
+        self._turns_taken = 0
+        if resumed_from is not None:
+            # The marker is stored as this ref's whole transcript, so `_split` sends the ref
+            # and only the items after the marker.
+            self._stored_ref = resumed_from
+            self._stored_hashes = [content_hash(resumed_marker(resumed_from))]
 
     def _item_hashes(self, items: list[dict[str, Any]]) -> list[str]:
         seen, digests = self._hashed_items, self._hashed_item_digests
@@ -233,9 +256,16 @@ class WorkflowModel(Model):
         conversation_id: str | None = None,
         prompt: Any = None,
     ) -> ModelResponse:
-        step = self._hooks.before()
         raw = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
         items = [plain_item(item) for item in raw]
+        if self._turns_taken and self._hooks.continue_as_new and self._hooks.continue_as_new():
+            merged = with_injected(items, self._injected) if self._injected else items
+            parent_ref, known = self._split(self._item_hashes(merged))
+            # Only from a stored prefix: what is pending then is one turn's worth of items.
+            # A handoff input filter can rewrite the list; that turn is taken as it is.
+            if parent_ref is not None:
+                raise ContinueAsNewNeededError(parent_ref, merged[known:])
+        step = self._hooks.before()
         if self._hooks.inject is not None:
             # The hook suspends only when it has something to inject (it acknowledges each
             # steer), so runs never steered issue exactly the commands they always did.
@@ -287,6 +317,7 @@ class WorkflowModel(Model):
             summary=f"model turn {step} ({self._route})",
         )
         self._stored_ref, self._stored_hashes = result.transcript_ref, hashes
+        self._turns_taken += 1
         if result.context_stored == digest:  # stored before the activity returned
             self._stored_contexts.add(digest)
         self._hooks.after(result)

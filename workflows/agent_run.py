@@ -6,20 +6,31 @@ status change follows the transition table and is mirrored to search attributes.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from agents import AgentsException, FunctionTool, RunConfig, Runner
+    from agents import (
+        Agent,
+        AgentsException,
+        FunctionTool,
+        Handoff,
+        RunConfig,
+        RunContextWrapper,
+        RunHooks,
+        Runner,
+    )
     from agents.tool_context import ToolContext
 
     from definitions import catalog
     from definitions.governed import effect_of
     from definitions.waits import is_wait_tool
 
+from contracts.continuation import RunCarryOver, resumed_marker
 from contracts.model_turn import ModelTurnResult
 from contracts.run import (
     EffectClass,
@@ -38,16 +49,24 @@ from contracts.tool_call import (
     ToolCallResult,
 )
 from workflows._effects import EffectsMixin
-from workflows._model_stub import TurnHooks, WorkflowModel, WorkflowModelProvider
+from workflows._model_stub import (
+    ContinueAsNewNeededError,
+    TurnHooks,
+    WorkflowModel,
+    WorkflowModelProvider,
+)
 from workflows._run_base import TOOL_RETRY, RunAbortedError
 from workflows._tool_gateway import UngovernableToolError, govern
 from workflows._waits import WaitsMixin
+
+_E = TypeVar("_E", bound=BaseException)
 
 
 @workflow.defn(name="AgentRun")
 class AgentRunWorkflow(EffectsMixin, WaitsMixin):
     @workflow.init
-    def __init__(self, spec: RunSpec) -> None:
+    def __init__(self, spec: RunSpec, carry: RunCarryOver | None = None) -> None:
+        spec = _typed(spec)
         self._spec = spec
         self._state = RunState(
             run_id=spec.run_id,
@@ -61,6 +80,19 @@ class AgentRunWorkflow(EffectsMixin, WaitsMixin):
         self._steers: list[SteerInput] = []
         """Steers received and not yet injected; see `_take_steers`."""
         self._steers_seen: set[str] = set()
+        self._loop_agent: str | None = None
+        """`Agent.name` of the agent the SDK's loop runs now (it changes on a handoff)."""
+        self._tools_used_by: set[str] = set()
+        if carry is not None:
+            self._tools_used_by = set(carry.tools_used_by)
+            self._state = carry.state
+            self._steers = list(carry.steers)
+            self._steers_seen = set(carry.steers_seen)
+            self._decided = dict(carry.decided)
+            self._latest_revision = dict(carry.latest_revision)
+            self._ended = dict(carry.ended)
+            self._resolved = dict(carry.resolved)
+            self._delivered = {key: dict(value) for key, value in carry.delivered.items()}
 
     @workflow.query
     def get_state(self) -> RunState:
@@ -79,8 +111,17 @@ class AgentRunWorkflow(EffectsMixin, WaitsMixin):
         self._event("SteerReceived", input_id=steer.input_id, principal=steer.principal)
 
     @workflow.run
-    async def run(self, spec: RunSpec) -> RunResult:
-        self._transition(RunStatus.RUNNING, "RunStarted", input_chars=len(spec.input))
+    async def run(self, spec: RunSpec, carry: RunCarryOver | None = None) -> RunResult:
+        spec = self._spec
+        if carry is None:
+            self._transition(RunStatus.RUNNING, "RunStarted", input_chars=len(spec.input))
+        else:
+            self._event(
+                "RunContinued",
+                execution=carry.execution,
+                transcript_ref=carry.transcript_ref,
+                pending_items=len(carry.pending_items),
+            )
         expected_id = workflow_id_for(spec.run_id)
         if workflow.info().workflow_id != expected_id:
             return self._fail(
@@ -91,6 +132,22 @@ class AgentRunWorkflow(EffectsMixin, WaitsMixin):
             agent = govern(catalog.build(spec.release.agent), self._invoke_tool)
         except (catalog.UnknownAgentError, UngovernableToolError) as err:
             return self._fail(FailureReason.AGENT_ERROR, str(err))
+        run_input: str | list[Any] = spec.input
+        if carry is not None:
+            resumed = _find_agent(agent, carry.agent)
+            if resumed is None:
+                return self._fail(
+                    FailureReason.AGENT_ERROR,
+                    f"agent {carry.agent!r} the run continued in is not in {spec.release.agent!r}",
+                )
+            # Input guardrails ran when the run began; the marker is not user input. The SDK
+            # forces an agent's tool_choice only until it has used a tool, which a fresh loop
+            # would not know.
+            settings = resumed.model_settings
+            if resumed.reset_tool_choice and resumed.name in self._tools_used_by:
+                settings = dataclasses.replace(settings, tool_choice=None)
+            agent = resumed.clone(input_guardrails=[], model_settings=settings)
+            run_input = [resumed_marker(carry.transcript_ref), *carry.pending_items]
         model = WorkflowModel(
             run_id=spec.run_id,
             route=spec.release.model_route,
@@ -99,15 +156,18 @@ class AgentRunWorkflow(EffectsMixin, WaitsMixin):
                 before=self._before_model_turn,
                 after=self._after_model_turn,
                 inject=self._take_steers,
+                continue_as_new=self._history_is_long,
             ),
             task_queue=spec.model_task_queue,
             timeout=timedelta(seconds=spec.timeouts.model_turn_s),
             heartbeat=timedelta(seconds=spec.timeouts.heartbeat_s),
+            resumed_from=carry.transcript_ref if carry is not None else None,
         )
         try:
             result = await Runner.run(
                 agent,
-                spec.input,
+                run_input,
+                hooks=_LoopAgent(self),
                 run_config=RunConfig(
                     model_provider=WorkflowModelProvider(model),
                     tracing_disabled=True,
@@ -120,6 +180,9 @@ class AgentRunWorkflow(EffectsMixin, WaitsMixin):
             self._cancelled()
             raise
         except Exception as err:
+            stop = _found_in(err, ContinueAsNewNeededError)
+            if stop is not None:
+                await self._continue_as_new(spec, carry, stop)
             if self._must_fail is not None:
                 self._fail(*self._must_fail)
             if _cancellation_in(err):
@@ -138,6 +201,54 @@ class AgentRunWorkflow(EffectsMixin, WaitsMixin):
         self._state.final_output = text
         self._transition(RunStatus.COMPLETED, "RunCompleted", output_chars=len(text))
         return self._result()
+
+    # -- continuing as new ----------------------------------------------------------------
+
+    def _history_is_long(self) -> bool:
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() >= self._spec.continue_as_new_after_events
+        )
+
+    async def _continue_as_new(
+        self, spec: RunSpec, carry: RunCarryOver | None, stop: ContinueAsNewNeededError
+    ) -> NoReturn:
+        """Close this execution and start the next one where the loop stopped."""
+        assert self._loop_agent is not None  # set before the loop's first turn
+        # A signal handler still running (an acknowledgement in flight) would be cut off.
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        execution = (carry.execution if carry is not None else 1) + 1
+        self._event(
+            "RunContinuing",
+            execution=execution,
+            history_events=workflow.info().get_current_history_length(),
+            pending_items=len(stop.pending_items),
+        )
+        workflow.logger.info(
+            "run continues as new (execution %d)", execution, extra={"run_id": spec.run_id}
+        )
+        workflow.continue_as_new(
+            args=[
+                spec,
+                RunCarryOver(
+                    execution=execution,
+                    state=self._state,
+                    agent=self._loop_agent,
+                    transcript_ref=stop.transcript_ref,
+                    pending_items=stop.pending_items,
+                    tools_used_by=sorted(self._tools_used_by),
+                    steers=self._steers,
+                    steers_seen=sorted(self._steers_seen),
+                    decided=self._decided,
+                    latest_revision=self._latest_revision,
+                    ended=self._ended,
+                    resolved=self._resolved,
+                    delivered=self._delivered,
+                ),
+            ],
+            search_attributes=workflow.info().typed_search_attributes,
+        )
 
     # -- budgets, model turns, the tool door ---------------------------------------------
 
@@ -187,6 +298,8 @@ class AgentRunWorkflow(EffectsMixin, WaitsMixin):
         usage.output_tokens += result.usage.output_tokens
         self._state.transcript_ref = result.transcript_ref
         calls = [o.get("name") for o in result.output if o.get("type") == "function_call"]
+        if calls and self._loop_agent is not None:
+            self._tools_used_by.add(self._loop_agent)
         self._event(
             "ModelTurnCompleted",
             step=usage.steps,
@@ -269,6 +382,55 @@ class AgentRunWorkflow(EffectsMixin, WaitsMixin):
         if isinstance(cause, FailureError) and "tool_call" in (err.activity_type or ""):
             kind = FailureReason.TOOL_ERROR
         return kind, f"{err.activity_type}: {message}"
+
+
+def _typed(spec: RunSpec | dict[str, Any]) -> RunSpec:
+    """Temporal types a workflow's arguments only when as many came as the signature has; a
+    run started with its spec alone (every start but a continuation) arrives as plain JSON."""
+    return spec if isinstance(spec, RunSpec) else RunSpec.model_validate(spec)
+
+
+class _LoopAgent(RunHooks[Any]):
+    """Keeps the name of the agent the SDK's loop is on, which a continued run resumes in."""
+
+    def __init__(self, run: AgentRunWorkflow) -> None:
+        self._run = run
+
+    async def on_agent_start(self, context: RunContextWrapper[Any], agent: Agent[Any]) -> None:
+        self._run._loop_agent = agent.name
+
+
+def _find_agent(root: Agent[Any], name: str) -> Agent[Any] | None:
+    """The agent called `name` among `root` and the agents its handoffs reach."""
+    seen: set[int] = set()
+    todo: list[Agent[Any]] = [root]
+    while todo:
+        agent = todo.pop()
+        if id(agent) in seen:
+            continue
+        seen.add(id(agent))
+        if agent.name == name:
+            return agent
+        for target in agent.handoffs:
+            if isinstance(target, Agent):
+                todo.append(target)
+            elif isinstance(target, Handoff) and target._agent_ref is not None:
+                referenced = target._agent_ref()
+                if isinstance(referenced, Agent):
+                    todo.append(referenced)
+    return None
+
+
+def _found_in(err: BaseException, kind: type[_E]) -> _E | None:
+    """The first exception of `kind` in err's chain (the SDK may wrap what a model raised)."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, kind):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _cancellation_in(err: BaseException) -> bool:
