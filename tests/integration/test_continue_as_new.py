@@ -4,7 +4,9 @@ and every execution's history replays."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from contracts.effects import EffectStatus
 from contracts.model_turn import MODEL_TURN_ACTIVITY
 from contracts.run import Budgets, RunResult, RunState, workflow_id_for
 from contracts.search_attributes import GW_STATUS
+from contracts.session import STEER_SIGNAL, SteerInput
 from contracts.status import RunStatus
 from definitions import catalog
 from definitions.notes_writer import note_effect_key
@@ -168,3 +171,56 @@ async def test_governed_writes_across_executions_happen_once_each(
         assert record.status is EffectStatus.SUCCEEDED, record
     events = [e for e in await ledger.events(run.run_id) if e["type"] == "NotePublished"]
     assert len(events) == len(notes)
+
+
+async def test_steers_cross_executions_once_each(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path
+) -> None:
+    """A steer received before a continuation is injected after it; one re-sent to the next
+    execution is recognised as seen and not injected again."""
+    turns = [
+        {
+            "tool_calls": [{"name": "produce", "arguments": {"size": 16, "seed": n}}],
+            "delay_s": 0.25,
+        }
+        for n in range(16)
+    ] + [{"text": "done"}]
+    script = write_script(tmp_path, turns)
+    run = spec(
+        f"scripted:{script}",
+        agent="filler",
+        budgets=Budgets(max_steps=20),
+        continue_as_new_after_events=BOUND,
+    )
+    first = SteerInput(input_id="in-1", text="steer one")
+    second = SteerInput(input_id="in-2", text="steer two")
+    async with running_worker(client, task_queue, migrated_database):
+        handle = await start(client, run, task_queue)
+        await _until(handle, lambda s: s.step >= 2)
+        await handle.signal(STEER_SIGNAL, first)
+        await _until(handle, lambda s: any(e.type == "RunContinued" for e in s.last_events))
+        await handle.signal(STEER_SIGNAL, first)  # the same input again, to the next execution
+        await handle.signal(STEER_SIGNAL, second)
+        result = await handle.result()
+        state = await handle.query("get_state", result_type=RunState)
+
+    assert result.status is RunStatus.COMPLETED
+    assert state.steered == ["in-1", "in-2"]
+    assert result.transcript_ref is not None
+    async with worker_deps(Settings(), migrated_database) as deps:
+        items = await TranscriptStore(deps.pool).load(result.transcript_ref)
+    said = [i.get("content") for i in items if i.get("role") == "user"]
+    assert said.count("steer one") == 1, said
+    assert said.count("steer two") == 1, said
+    assert said.index("steer one") < said.index("steer two")
+
+
+async def _until(
+    handle: WorkflowHandle[Any, RunResult], check: Callable[[RunState], bool]
+) -> RunState:
+    for _ in range(300):
+        state: RunState = await handle.query("get_state", result_type=RunState)
+        if check(state):
+            return state
+        await asyncio.sleep(0.05)
+    raise AssertionError("the run never got there")
