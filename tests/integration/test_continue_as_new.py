@@ -16,6 +16,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from adapters.ledger import EffectLedger
 from adapters.transcripts import TranscriptStore
+from contracts.approvals import DecisionResult
 from contracts.continuation import RESUMED_MARKER
 from contracts.effects import EffectStatus
 from contracts.model_turn import MODEL_TURN_ACTIVITY
@@ -26,6 +27,9 @@ from contracts.status import RunStatus
 from definitions import catalog
 from definitions.notes_writer import note_effect_key
 from tests.helpers import replayer, running_worker, spec, start, target_commits, write_script
+from tests.integration.test_approvals import APPROVERS
+from tests.integration.test_approvals import _pending as approval_pending
+from tests.integration.test_approvals import decision as approval_decision
 from workers.settings import Settings
 from workers.worker import worker_deps
 
@@ -224,3 +228,38 @@ async def _until(
             return state
         await asyncio.sleep(0.05)
     raise AssertionError("the run never got there")
+
+
+async def test_a_decision_repeated_to_the_next_execution_is_the_same_decision(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path, target_url: str
+) -> None:
+    """An approver retrying its approve after the run continued gets "already decided", as
+    it would have before, not "no pending approval"."""
+    reviewed = {"note_id": f"rev-{task_queue[-8:]}", "revision": 3, "content": "# reviewed\n"}
+    notes = [
+        {"note_id": f"after-{task_queue[-8:]}-{n}", "revision": 1, "content": f"# {n}\n"}
+        for n in range(3)
+    ]
+    script = write_script(
+        tmp_path,
+        [{"tool_calls": [{"name": "publish_reviewed_note", "arguments": reviewed}]}]
+        + [{"tool_calls": [{"name": "publish_note", "arguments": a}]} for a in notes]
+        + [{"text": "done", "delay_s": 3.0}],
+    )
+    run = spec(f"scripted:{script}", agent="notes-writer", continue_as_new_after_events=20)
+    targets = {"notes": {"kind": "http", "base_url": target_url, "timeout_s": 3}}
+    async with running_worker(
+        client, task_queue, migrated_database, targets=targets, approvers=APPROVERS
+    ):
+        handle = await start(client, run, task_queue)
+        approve = approval_decision(await approval_pending(handle))
+        first = await handle.execute_update("decide_approval", approve, result_type=DecisionResult)
+        assert first.accepted, first
+        await _until(handle, lambda s: any(e.type == "RunContinued" for e in s.last_events))
+        again = await handle.execute_update("decide_approval", approve, result_type=DecisionResult)
+        result = await handle.result()
+
+    assert again.accepted, again
+    assert again.message == "already decided the same way"
+    assert result.status is RunStatus.COMPLETED
+    assert target_commits(target_url, note_effect_key(reviewed)) == 1
