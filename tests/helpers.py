@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -11,7 +12,7 @@ import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import httpx2
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
-from contracts.run import Budgets, Release, RunResult, RunSpec
+from contracts.run import Budgets, Release, RunResult, RunSpec, RunState
 from workers.run_client import start_run
 from workers.settings import Settings
 from workers.worker import build_worker, worker_deps
@@ -111,6 +112,18 @@ def spec(
 
 async def start(client: Client, run: RunSpec, task_queue: str) -> WorkflowHandle[Any, RunResult]:
     return await start_run(client, run, task_queue)
+
+
+async def state_until(
+    handle: WorkflowHandle[Any, Any], check: Callable[[RunState], bool], attempts: int = 600
+) -> RunState:
+    """Poll the run's `get_state` (every 50 ms) until `check` holds."""
+    for _ in range(attempts):
+        state: RunState = await handle.query("get_state", result_type=RunState)
+        if check(state):
+            return state
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run {handle.id} did not reach the expected state")
 
 
 ROOT = Path(__file__).parents[1]

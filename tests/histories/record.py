@@ -25,7 +25,8 @@ from ulid import ULID
 
 from adapters.waits import WaitStore
 from contracts.approvals import ApprovalDecision, DecisionResult, Verdict, sign
-from contracts.run import Release, RunSpec, RunState
+from contracts.run import Release, RunSpec
+from tests.helpers import state_until
 from workers.client import connect
 from workers.endpoints import resolve
 from workers.relay import signal_deliveries
@@ -43,17 +44,8 @@ def _spec(case: str, agent: str, route: str, text: str) -> RunSpec:
     )
 
 
-async def _state_until(handle: WorkflowHandle[Any, Any], done: Any) -> RunState:
-    for _ in range(600):
-        state: RunState = await handle.query("get_state", result_type=RunState)
-        if done(state):
-            return state
-        await asyncio.sleep(0.05)
-    raise RuntimeError("run did not reach the expected state")
-
-
 async def _approve(handle: WorkflowHandle[Any, Any], settings: Settings) -> None:
-    state = await _state_until(handle, lambda s: s.pending_approval is not None)
+    state = await state_until(handle, lambda s: s.pending_approval is not None)
     pending = state.pending_approval
     assert pending is not None
     unsigned = ApprovalDecision(
@@ -67,7 +59,7 @@ async def _approve(handle: WorkflowHandle[Any, Any], settings: Settings) -> None
 
 
 async def _deliver(client: Client, handle: WorkflowHandle[Any, Any], database_url: str) -> None:
-    await _state_until(handle, lambda s: s.waiting_reason is not None)
+    await state_until(handle, lambda s: s.waiting_reason is not None)
     async with AsyncConnectionPool(
         database_url, min_size=1, max_size=1, kwargs={"autocommit": True}
     ) as pool:

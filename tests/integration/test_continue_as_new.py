@@ -4,9 +4,7 @@ and every execution's history replays."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,15 @@ from contracts.session import STEER_SIGNAL, SteerInput
 from contracts.status import RunStatus
 from definitions import catalog
 from definitions.notes_writer import note_effect_key
-from tests.helpers import replayer, running_worker, spec, start, target_commits, write_script
+from tests.helpers import (
+    replayer,
+    running_worker,
+    spec,
+    start,
+    state_until,
+    target_commits,
+    write_script,
+)
 from tests.integration.test_approvals import APPROVERS
 from tests.integration.test_approvals import _pending as approval_pending
 from tests.integration.test_approvals import decision as approval_decision
@@ -200,9 +206,9 @@ async def test_steers_cross_executions_once_each(
     second = SteerInput(input_id="in-2", text="steer two")
     async with running_worker(client, task_queue, migrated_database):
         handle = await start(client, run, task_queue)
-        await _until(handle, lambda s: s.step >= 2)
+        await state_until(handle, lambda s: s.step >= 2)
         await handle.signal(STEER_SIGNAL, first)
-        await _until(handle, lambda s: any(e.type == "RunContinued" for e in s.last_events))
+        await state_until(handle, lambda s: any(e.type == "RunContinued" for e in s.last_events))
         await handle.signal(STEER_SIGNAL, first)  # the same input again, to the next execution
         await handle.signal(STEER_SIGNAL, second)
         result = await handle.result()
@@ -217,17 +223,6 @@ async def test_steers_cross_executions_once_each(
     assert said.count("steer one") == 1, said
     assert said.count("steer two") == 1, said
     assert said.index("steer one") < said.index("steer two")
-
-
-async def _until(
-    handle: WorkflowHandle[Any, RunResult], check: Callable[[RunState], bool]
-) -> RunState:
-    for _ in range(300):
-        state: RunState = await handle.query("get_state", result_type=RunState)
-        if check(state):
-            return state
-        await asyncio.sleep(0.05)
-    raise AssertionError("the run never got there")
 
 
 async def test_a_decision_repeated_to_the_next_execution_is_the_same_decision(
@@ -255,7 +250,7 @@ async def test_a_decision_repeated_to_the_next_execution_is_the_same_decision(
         approve = approval_decision(await approval_pending(handle))
         first = await handle.execute_update("decide_approval", approve, result_type=DecisionResult)
         assert first.accepted, first
-        await _until(handle, lambda s: any(e.type == "RunContinued" for e in s.last_events))
+        await state_until(handle, lambda s: any(e.type == "RunContinued" for e in s.last_events))
         again = await handle.execute_update("decide_approval", approve, result_type=DecisionResult)
         result = await handle.result()
 
