@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any, NoReturn, TypeVar
 
@@ -421,30 +422,27 @@ def _find_agent(root: Agent[Any], name: str) -> Agent[Any] | None:
     return None
 
 
-def _found_in(err: BaseException, kind: type[_E]) -> _E | None:
-    """The first exception of `kind` in err's chain (the SDK may wrap what a model raised)."""
+def _chain(err: BaseException) -> Iterator[BaseException]:
+    """err and what it wraps (the SDK wraps what a model or a tool raised)."""
     seen: set[int] = set()
     current: BaseException | None = err
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, kind):
-            return current
+        yield current
         current = current.__cause__ or current.__context__
-    return None
+
+
+def _found_in(err: BaseException, kind: type[_E]) -> _E | None:
+    return next((e for e in _chain(err) if isinstance(e, kind)), None)
 
 
 def _cancellation_in(err: BaseException) -> bool:
-    """Whether a Temporal cancellation hides in the chain (the SDK wraps tool errors)."""
-    seen: set[int] = set()
-    current: BaseException | None = err
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, CancelledError | asyncio.CancelledError):
-            return True
-        if isinstance(current, ActivityError) and isinstance(current.cause, CancelledError):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+    """Whether a Temporal cancellation hides in the chain."""
+    return any(
+        isinstance(e, CancelledError | asyncio.CancelledError)
+        or (isinstance(e, ActivityError) and isinstance(e.cause, CancelledError))
+        for e in _chain(err)
+    )
 
 
 def _to_text(output: Any) -> str:
