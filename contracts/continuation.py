@@ -21,6 +21,10 @@ from contracts.run import RunState
 from contracts.session import SteerInput
 from contracts.waits import Delivery
 
+CONTINUE_AS_NEW_PATCH = "runs-continue-as-new"
+"""Workflow patch id, recorded when a run first continues: a run whose history was recorded
+before runs could continue goes on as it was recorded instead of continuing mid-replay."""
+
 RESUMED_MARKER = "groundwork: transcript continued from"
 """Begins the text of the one input item that stands for the stored transcript in a continued
 execution's loop; the model stub sends the stored reference in its place, so no model sees it."""

@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from definitions.governed import effect_of
     from definitions.waits import is_wait_tool
 
-from contracts.continuation import RunCarryOver, resumed_marker
+from contracts.continuation import CONTINUE_AS_NEW_PATCH, RunCarryOver, resumed_marker
 from contracts.model_turn import ModelTurnResult
 from contracts.run import (
     EffectClass,
@@ -207,10 +207,12 @@ class AgentRunWorkflow(EffectsMixin, WaitsMixin):
 
     def _history_is_long(self) -> bool:
         info = workflow.info()
-        return (
+        long = (
             info.is_continue_as_new_suggested()
             or info.get_current_history_length() >= self._spec.continue_as_new_after_events
         )
+        # Asked only once the history is long, so a run that never continues has no marker.
+        return long and workflow.patched(CONTINUE_AS_NEW_PATCH)
 
     async def _continue_as_new(
         self, spec: RunSpec, carry: RunCarryOver | None, stop: ContinueAsNewNeededError

@@ -258,3 +258,27 @@ async def test_a_decision_repeated_to_the_next_execution_is_the_same_decision(
     assert again.message == "already decided the same way"
     assert result.status is RunStatus.COMPLETED
     assert target_commits(target_url, note_effect_key(reviewed)) == 1
+
+
+async def test_a_run_recorded_before_continuing_existed_replays_as_recorded(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path
+) -> None:
+    """A long run whose history has no continue-as-new patch marker (recorded by a worker
+    from before) must replay as it ran, not continue as new in the middle of a replay."""
+    turns = [
+        {"tool_calls": [{"name": "produce", "arguments": {"size": 16, "seed": n}}]}
+        for n in range(8)
+    ] + [{"text": "done"}]
+    run = spec(f"scripted:{write_script(tmp_path, turns)}", agent="filler")
+    async with running_worker(client, task_queue, migrated_database):
+        handle = await start(client, run, task_queue)
+        assert (await handle.result()).status is RunStatus.COMPLETED
+        history = await handle.fetch_history()
+    assert len(history.events) > BOUND  # long enough to have continued under the lower bound
+    started = history.events[0].workflow_execution_started_event_attributes
+    recorded = json.loads(started.input.payloads[0].data)
+    assert recorded["continue_as_new_after_events"] == 10_000
+    # As if the run had been started with a bound it passed, by code that never continued.
+    recorded["continue_as_new_after_events"] = 20
+    started.input.payloads[0].data = json.dumps(recorded).encode()
+    await replayer().replay_workflow(history)
