@@ -151,8 +151,9 @@ class RunSpec(BaseModel):
     model_task_queue: str | None = None
     """Task queue for model-turn activities; defaults to the run's own queue."""
     continue_as_new_after_events: int = Field(default=10_000, ge=20, le=40_000)
-    """Past this many history events, or when Temporal suggests it, the run continues as new
-    at its next turn boundary (contracts.continuation); Temporal's hard limit is 50K."""
+    """Past this many history events, or when Temporal suggests it (4,096 events or 4 MiB with
+    the server's defaults, so usually first), the run continues as new at its next turn
+    boundary (contracts.continuation); Temporal's hard limit is 50K."""
 
 
 class RunEvent(BaseModel):

@@ -11,6 +11,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import psycopg
 import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
 
 from tests.helpers import ROOT, free_port, running_worker
 from tests.integration.test_approvals import APPROVERS
@@ -157,6 +159,16 @@ async def _until(check: Any, within_s: float = 20) -> Any:
             return value
         await asyncio.sleep(0.1)
     raise AssertionError("condition not met in time")
+
+
+def _note_worker(
+    client: Client, trigger_env: dict[str, str], migrated_database: str
+) -> AbstractAsyncContextManager[Worker]:
+    """A worker on the trigger's queue with its note targets and the approvers."""
+    return running_worker(
+        client, trigger_env["GROUNDWORK_TASK_QUEUE"], migrated_database,
+        targets=json.loads(trigger_env["GROUNDWORK_TARGETS"]), approvers=APPROVERS,
+    )  # fmt: skip
 
 
 async def _control(url: str, token: str, body: dict[str, Any]) -> httpx2.Response:
@@ -343,10 +355,7 @@ async def test_approval_over_http_is_signed_for_the_caller(
     trigger: TriggerProcess, trigger_env: dict[str, str], client: Client, migrated_database: str
 ) -> None:
     body = _envelope(kind="command", type="note.publish", data={"text": "publish r8"})
-    async with running_worker(
-        client, trigger_env["GROUNDWORK_TASK_QUEUE"], migrated_database,
-        targets=json.loads(trigger_env["GROUNDWORK_TARGETS"]), approvers=APPROVERS,
-    ):  # fmt: skip
+    async with _note_worker(client, trigger_env, migrated_database):
         run_id, run = await _note_run_waiting_for_approval(trigger, body)
         pending = run["pending_approval"]
         controls = f"{trigger.url}/v1/runs/{run_id}/controls"
@@ -542,10 +551,7 @@ async def test_a_run_is_cancelled_over_http_by_who_started_it_or_an_operator(
     token: str,
 ) -> None:  # fmt: skip
     body = _envelope(kind="command", type="note.publish", data={"text": "publish r8"})
-    async with running_worker(
-        client, trigger_env["GROUNDWORK_TASK_QUEUE"], migrated_database,
-        targets=json.loads(trigger_env["GROUNDWORK_TARGETS"]), approvers=APPROVERS,
-    ):  # fmt: skip
+    async with _note_worker(client, trigger_env, migrated_database):
         run_id, waiting = await _note_run_waiting_for_approval(trigger, body)
         assert waiting["principal"] == "alice"
         cancelled = await _control(
