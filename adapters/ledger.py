@@ -15,6 +15,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from adapters.batcher import Batcher
 from adapters.statements import one_statement
 from contracts.effects import (
     EffectAttempt,
@@ -31,6 +32,8 @@ _RETURNED = (
 )  # fmt: skip
 """The effect columns groundwork_claim_effect and groundwork_settle_effect return, in order."""
 _COLUMNS = ", ".join((*_RETURNED, "request"))
+_CLAIM_ARGS = ("effect_key", "run_id", "tool_name", "target", "effect_class", "request_hash")
+_SETTLE_ARGS = ("effect_key", "fence", "status", "run_id", "activity_attempt", "external_ref")
 
 
 def _record(values: Sequence[Any]) -> EffectRecord:
@@ -77,8 +80,21 @@ class LedgerError(RuntimeError):
 
 
 class EffectLedger:
-    def __init__(self, pool: AsyncConnectionPool) -> None:
+    def __init__(self, pool: AsyncConnectionPool, *, batch_slots: int = 2) -> None:
+        """`batch_slots`: how many claim (and, apart, settle) statements run at once; calls
+        arriving while all are busy go together in the next one (adapters/batcher.py)."""
         self._pool = pool
+        self._claims: Batcher[dict[str, Any], tuple[Any, ...]] = Batcher(
+            self._claim_rows, slots=batch_slots
+        )
+        self._settles: Batcher[dict[str, Any], tuple[Any, ...]] = Batcher(
+            self._settle_rows, slots=batch_slots
+        )
+
+    @property
+    def batches(self) -> tuple[int, int]:
+        """How many multi-item (claim, settle) statements ran: for benchmarks and tests."""
+        return self._claims.batches, self._settles.batches
 
     async def claim(self, call: PreparedCall, activity_attempt: int) -> Claim:
         """Insert the intent or lock the row, decide, and log the attempt: one transaction.
@@ -86,24 +102,21 @@ class EffectLedger:
         A different request hash on the key -> KeyConflict; a row already succeeded,
         conflicted or waiting for a human -> AlreadySettled; otherwise the row goes to
         `dispatching` with attempt and fence bumped, committed before anything is sent.
+        Concurrent claims may share that transaction (see _claim_rows); each is decided as
+        if it had come alone, and none returns before the transaction has committed.
         """
-        async with self._pool.connection() as conn, one_statement(conn):
-            cur = await conn.execute(
-                "SELECT * FROM groundwork_claim_effect(%s, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    call.effect_key,
-                    call.run_id,
-                    call.tool_name,
-                    call.target,
-                    call.effect_class.value,
-                    call.request_hash,
-                    Jsonb({"tool": call.tool_name, "arguments": call.arguments}),
-                    activity_attempt,
-                ),
-            )
-            row = await cur.fetchone()
-        if row is None:
-            raise LedgerError(f"effect {call.effect_key} vanished during claim")
+        row = await self._claims.submit(
+            {
+                "effect_key": call.effect_key,
+                "run_id": call.run_id,
+                "tool_name": call.tool_name,
+                "target": call.target,
+                "effect_class": call.effect_class.value,
+                "request_hash": call.request_hash,
+                "request": {"tool": call.tool_name, "arguments": call.arguments},
+                "activity_attempt": activity_attempt,
+            }
+        )
         kind, previous = row[0], EffectStatus(row[1])
         if kind == "claimed":  # the common case needs no record: attempt and fence are enough
             return Claimed(fence=int(row[10]), attempt=int(row[9]), previous_status=previous)
@@ -128,29 +141,71 @@ class EffectLedger:
         """Write the outcome if `fence` still owns the row; append the domain event with it.
 
         A stale fence changes nothing but the attempt log and returns the current row.
+        Concurrent settles may share one transaction, as claims do.
         """
+        row = await self._settles.submit(
+            {
+                "effect_key": effect_key,
+                "fence": fence,
+                "status": status.value,
+                "run_id": run_id,
+                "activity_attempt": activity_attempt,
+                "external_ref": external_ref,
+                "receipt": receipt,
+                "error": error,
+                "domain_event": domain_event,
+            }
+        )
+        return Settled(_record(row[1:]), stale=bool(row[0]))
+
+    async def _claim_rows(self, items: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        if len(items) > 1:
+            return await self._batch_rows("groundwork_claim_effects", items)
+        (item,) = items
+        args = (*(item[k] for k in _CLAIM_ARGS), Jsonb(item["request"]), item["activity_attempt"])
+        async with self._pool.connection() as conn, one_statement(conn):
+            cur = await conn.execute(
+                "SELECT * FROM groundwork_claim_effect(%s, %s, %s, %s, %s, %s, %s, %s)", args
+            )
+            row = await cur.fetchone()
+        if row is None:
+            raise LedgerError(f"effect {item['effect_key']} vanished during claim")
+        return [row]
+
+    async def _settle_rows(self, items: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        if len(items) > 1:
+            return await self._batch_rows("groundwork_settle_effects", items)
+        (item,) = items
+        receipt = item["receipt"]
+        args = (
+            *(item[k] for k in _SETTLE_ARGS),
+            Jsonb(receipt) if receipt is not None else None,
+            item["error"],
+            item["domain_event"],
+        )
         async with self._pool.connection() as conn, one_statement(conn):
             try:
                 cur = await conn.execute(
                     "SELECT * FROM groundwork_settle_effect(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    (
-                        effect_key,
-                        fence,
-                        status.value,
-                        run_id,
-                        activity_attempt,
-                        external_ref,
-                        Jsonb(receipt) if receipt is not None else None,
-                        error,
-                        domain_event,
-                    ),
+                    args,
                 )
             except NoDataFound as err:
-                raise LedgerError(f"effect {effect_key} not found at settle") from err
+                raise LedgerError(f"effect {item['effect_key']} not found at settle") from err
             row = await cur.fetchone()
         if row is None:
-            raise LedgerError(f"effect {effect_key} not found at settle")
-        return Settled(_record(row[1:]), stale=bool(row[0]))
+            raise LedgerError(f"effect {item['effect_key']} not found at settle")
+        return [row]
+
+    async def _batch_rows(
+        self, function: str, items: Sequence[dict[str, Any]]
+    ) -> list[tuple[Any, ...]]:
+        """One statement, one commit for several items; rows come back in item order."""
+        async with self._pool.connection() as conn, one_statement(conn):
+            cur = await conn.execute(f"SELECT * FROM {function}(%s)", (Jsonb(list(items)),))
+            rows = await cur.fetchall()
+        if [row[0] for row in rows] != list(range(1, len(items) + 1)):
+            raise LedgerError(f"{function}: {len(rows)} rows for {len(items)} items")
+        return [tuple(row[1:]) for row in rows]
 
     async def resolve(
         self, run_id: str, resolution: ResolveEffectInput, domain_event: str

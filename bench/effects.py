@@ -36,7 +36,9 @@ ledger_effects_per_s_c1 / _c8
     asyncio tasks share one psycopg pool of 10 connections (as worker_deps makes it), each
     calling dispatch back to back with a fresh effect key, for --ledger-seconds. Logging is
     configured as in the worker (structlog JSON), written to a file in the temp folder.
-    A c=1 breakdown reproduces the same sequence by hand (EffectLedger.claim, the activity's
+    Claims (and settles) that arrive while both of the ledger's statement slots are busy
+    share the next statement and its commit (adapters/batcher.py); details.ledger.
+    shared_statements counts those batches. A c=1 breakdown reproduces the same sequence by hand (EffectLedger.claim, the activity's
     own _payload and _execute, EffectLedger.settle(..., domain_event=...)) with a timer per phase.
     The pool is adapters.pool's recent-first one; details.ledger.fifo_c1 / fifo_c8 are the
     same series on psycopg_pool's own longest-idle-first order, in the same reps
@@ -806,6 +808,9 @@ async def bench_ledger(args: argparse.Namespace, stack: Stack, pg_cpu: CpuMeter)
                 "others_cores": r3(med([r["machine"]["others_cores"] for r in rs])),
                 "reps": rs,
             }
+        claims, settles = bench.ledger.batches
+        # How often concurrent calls shared a statement (adapters/batcher.py): 0 at c=1.
+        out["shared_statements"] = {"claim_batches": claims, "settle_batches": settles}
         log("ledger: c=1 breakdown by phase")
         out["breakdown_c1"] = await bench.breakdown(300 if args.quick else 800)
         out["breakdown_c1"]["dispatch_activity_wall_ms_p50"] = out["ledger_c1"]["p50_ms"]
