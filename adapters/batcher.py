@@ -5,8 +5,9 @@ Calls that arrive while every slot is busy wait, and the next slot to free up ta
 them (up to `max_batch`) as one batch. So a lone caller never waits for company, and under
 load the number of round trips (and commits) follows the number of slots, not of callers.
 
-A batch that fails for any reason but the database being away is run again item by item,
-so each caller gets its own answer or its own error, as if it had called alone.
+A batch that fails is run again item by item, so each caller gets its own answer or its own
+error, as if it had called alone; except for an error `every_callers(err)` says each of them
+would have got alone anyway (the database is away), which goes to all of them at once.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
-
-import psycopg
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -26,6 +25,7 @@ class Batcher(Generic[Item, Result]):
         self,
         run: Callable[[Sequence[Item]], Awaitable[Sequence[Result]]],
         *,
+        every_callers: Callable[[Exception], bool],
         slots: int = 2,
         max_batch: int = 64,
     ) -> None:
@@ -33,6 +33,7 @@ class Batcher(Generic[Item, Result]):
         if slots < 1 or max_batch < 1:
             raise ValueError("slots and max_batch must be at least 1")
         self._run = run
+        self._every_callers = every_callers
         self._slots = slots
         self._max_batch = max_batch
         self._busy = 0
@@ -75,10 +76,8 @@ class Batcher(Generic[Item, Result]):
                 self.batches += 1
             try:
                 outcomes: Sequence[Result | BaseException] = await self._call(items)
-            except psycopg.OperationalError:
-                raise  # the database is away: every caller would have got this alone
-            except Exception:
-                if len(batch) == 1:
+            except Exception as err:
+                if len(batch) == 1 or self._every_callers(err):
                     raise
                 # One item's error must not become its neighbours' error.
                 alone = await asyncio.gather(

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, OperationalError
 from psycopg.errors import NoDataFound
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
@@ -85,10 +85,10 @@ class EffectLedger:
         arriving while all are busy go together in the next one (adapters/batcher.py)."""
         self._pool = pool
         self._claims: Batcher[dict[str, Any], tuple[Any, ...]] = Batcher(
-            self._claim_rows, slots=batch_slots
+            self._claim_rows, every_callers=database_away, slots=batch_slots
         )
         self._settles: Batcher[dict[str, Any], tuple[Any, ...]] = Batcher(
-            self._settle_rows, slots=batch_slots
+            self._settle_rows, every_callers=database_away, slots=batch_slots
         )
 
     @property
@@ -199,13 +199,24 @@ class EffectLedger:
     async def _batch_rows(
         self, function: str, items: Sequence[dict[str, Any]]
     ) -> list[tuple[Any, ...]]:
-        """One statement, one commit for several items; rows come back in item order."""
+        """One statement, one commit for several items; rows come back in item order.
+
+        Sent in effect-key order (stable, so one key's calls keep their arrival order): every
+        batch then locks its rows in the same order, and two batches in flight at once cannot
+        deadlock on each other.
+        """
+        order = sorted(range(len(items)), key=lambda i: items[i]["effect_key"])
         async with self._pool.connection() as conn, one_statement(conn):
-            cur = await conn.execute(f"SELECT * FROM {function}(%s)", (Jsonb(list(items)),))
+            cur = await conn.execute(
+                f"SELECT * FROM {function}(%s)", (Jsonb([items[i] for i in order]),)
+            )
             rows = await cur.fetchall()
         if [row[0] for row in rows] != list(range(1, len(items) + 1)):
             raise LedgerError(f"{function}: {len(rows)} rows for {len(items)} items")
-        return [tuple(row[1:]) for row in rows]
+        results: list[tuple[Any, ...]] = [()] * len(items)
+        for i, row in zip(order, rows, strict=True):
+            results[i] = tuple(row[1:])
+        return results
 
     async def resolve(
         self, run_id: str, resolution: ResolveEffectInput, domain_event: str
@@ -316,6 +327,16 @@ class EffectLedger:
             " ON CONFLICT (effect_key, type) WHERE effect_key IS NOT NULL DO NOTHING",
             (run_id, event_type, effect_key, _event_data(external_ref, record)),
         )
+
+
+def database_away(err: Exception) -> bool:
+    """What every caller of a shared statement would have got alone: no connection or pool
+    slot (no SQLSTATE), a connection exception (08), a server out of resources (53) or going
+    down (57). A rolled-back transaction (40: deadlock, serialization) or a lock timeout is
+    not: alone, each item may well go through."""
+    if not isinstance(err, OperationalError):
+        return False
+    return err.sqlstate is None or err.sqlstate[:2] in ("08", "53", "57")
 
 
 def _event_data(external_ref: str | None, record: EffectRecord) -> Jsonb:

@@ -61,12 +61,18 @@ async def migrated_database(database_url: str) -> str:
 
 
 @pytest.fixture
-async def ledger(migrated_database: str) -> AsyncIterator[EffectLedger]:
-    """The effect ledger on the session's database, through its own small autocommit pool."""
+async def ledger_pool(migrated_database: str) -> AsyncIterator[AsyncConnectionPool]:
+    """A small autocommit pool on the session's database."""
     async with AsyncConnectionPool(
         migrated_database, min_size=1, max_size=4, kwargs={"autocommit": True}
     ) as pool:
-        yield EffectLedger(pool)
+        yield pool
+
+
+@pytest.fixture
+def ledger(ledger_pool: AsyncConnectionPool) -> EffectLedger:
+    """The effect ledger on the session's database, through its own small pool."""
+    return EffectLedger(ledger_pool)
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
@@ -18,13 +17,10 @@ from tests.integration.test_ledger import call
 
 
 @pytest.fixture
-async def one_slot(migrated_database: str) -> AsyncIterator[EffectLedger]:
+def one_slot(ledger_pool: AsyncConnectionPool) -> EffectLedger:
     """One statement at a time: while the first call is in flight every other one queues, so
     a gather of N calls is one lone call followed by one batch of N - 1."""
-    async with AsyncConnectionPool(
-        migrated_database, min_size=1, max_size=4, kwargs={"autocommit": True}
-    ) as pool:
-        yield EffectLedger(pool, batch_slots=1)
+    return EffectLedger(ledger_pool, batch_slots=1)
 
 
 async def _rows(database_url: str, sql: str, *args: object) -> list[tuple[object, ...]]:
@@ -122,3 +118,25 @@ async def test_a_conflict_or_a_missing_row_is_its_own_callers_answer(
     assert not isinstance(results[2], BaseException)
     assert results[2].record.status is EffectStatus.SUCCEEDED
     assert [e["effect_key"] for e in await one_slot.events(run_id)] == [fresh]
+
+
+async def test_a_receipt_that_is_not_json_fails_only_its_own_settle(
+    one_slot: EffectLedger,
+) -> None:
+    run_id = f"r-{uuid.uuid4()}"
+    keys = [f"k-{uuid.uuid4()}" for _ in range(3)]
+    await asyncio.gather(*(one_slot.claim(call(k, run_id=run_id), 1) for k in keys))
+    results = await asyncio.gather(
+        *(
+            one_slot.settle(k, 1, EffectStatus.SUCCEEDED, run_id=run_id, activity_attempt=1,
+                            receipt={"bad": object()} if i == 1 else {"n": i})
+            for i, k in enumerate(keys)
+        ),
+        return_exceptions=True,
+    )  # fmt: skip
+    assert one_slot.batches[1] == 1
+    assert isinstance(results[1], TypeError)  # dumped in the worker: nothing reached Postgres
+    assert [r.record.receipt for r in (results[0], results[2])] == [{"n": 0}, {"n": 2}]  # type: ignore[union-attr]
+    record = await one_slot.get(keys[1])
+    assert record is not None
+    assert record.status is EffectStatus.DISPATCHING  # its retry reconciles before sending
