@@ -45,3 +45,51 @@ def test_a_reimported_module_is_compiled_once_and_a_changed_one_again(
     finally:
         sys.modules.pop("gw_code_cache_probe", None)
     assert not (tmp_path / "__pycache__").exists()  # nothing written to disk
+
+
+async def test_the_sandbox_runs_its_step_snippets_through_one_compile_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from temporalio.worker.workflow_sandbox import _runner
+
+    from workers.worker import sandbox_runner
+    from workflows.agent_run import AgentRunWorkflow
+
+    # The sandbox must still call `exec` by its global name, or the cache is bypassed.
+    assert "exec" in _runner._Instance._run_code.__code__.co_names
+    compiles: list[str] = []
+    real_compile = compile
+
+    def counting(source: Any, *args: Any, **kwargs: Any) -> Any:
+        compiles.append(source)
+        return real_compile(source, *args, **kwargs)
+
+    monkeypatch.setattr(code_cache, "_snippets", {})
+    monkeypatch.setattr("builtins.compile", counting)
+    runner = sandbox_runner()  # installs
+    assert getattr(_runner, "exec") is code_cache._cached_exec  # noqa: B009 (not a builtin here)
+    defn = workflow_defn(AgentRunWorkflow)
+    runner.prepare_workflow(defn)  # builds a throwaway instance in a sandbox: real snippets
+    snippets = [s for s in compiles if isinstance(s, str) and "__temporal" in s]
+    assert snippets, "the sandbox ran no snippet through the cache"
+    runner.prepare_workflow(defn)
+    again = [s for s in compiles if isinstance(s, str) and "__temporal" in s]
+    assert again == snippets  # the second sandbox compiled nothing
+
+
+def test_a_cached_snippet_runs_as_exec_of_its_string_would() -> None:
+    first: dict[str, Any] = {"x": 2}
+    second: dict[str, Any] = {"x": 5}
+    snippet = "y = x * 3\n"
+    code_cache._cached_exec(snippet, first, first)
+    code_cache._cached_exec(snippet, second, second)
+    assert (first["y"], second["y"]) == (6, 15)
+    assert code_cache._snippets[snippet] is code_cache._snippets[snippet]
+    with pytest.raises(ZeroDivisionError):
+        code_cache._cached_exec("1 / 0\n", {}, None)
+
+
+def workflow_defn(cls: type) -> Any:
+    from temporalio.workflow import _Definition
+
+    return _Definition.must_from_class(cls)
