@@ -32,7 +32,7 @@ from adapters.pool import new_pool
 from adapters.targets.registry import TargetRegistry
 from adapters.transcripts import TranscriptStore
 from adapters.waits import WaitStore
-from workers import code_cache
+from workers import code_cache, payload_context
 from workers.client import connect
 from workers.eviction import EvictOnShutdown
 from workers.relay import relay_forever
@@ -52,6 +52,7 @@ PASSTHROUGH_MODULES = ("agents", "openai", "definitions", "contracts", "httpx", 
 
 def sandbox_runner() -> SandboxedWorkflowRunner:
     code_cache.install()
+    payload_context.install()
     return SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
     )
