@@ -16,7 +16,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities._context import activity_logger
-from activities._faults import armed, crash_point
+from activities._faults import CrashPlan, crash_plan
 from activities._heartbeat import heartbeating
 from activities.tool_call import find_tool
 from adapters.ledger import AlreadySettled, Claimed, EffectLedger, KeyConflict, Settled
@@ -92,7 +92,8 @@ class EffectActivities:
         info = activity.info()
         last_attempt = info.attempt >= request.max_attempts
         log = activity_logger(effect_key=call.effect_key, tool=call.tool_name, target=call.target)
-        crash_point("before_intent")
+        faults = crash_plan()
+        faults.crash("before_intent")
         try:
             claim = await self._ledger.claim(call, info.attempt)
         except psycopg.OperationalError as err:  # PoolTimeout too: the database is away
@@ -126,7 +127,7 @@ class EffectActivities:
         claimed_at(
             "effect_claimed", status_from=claim.previous_status.value, status_to="dispatching"
         )
-        crash_point("after_intent")
+        faults.crash("after_intent")
 
         async def settle(status: EffectStatus, via: str = "execute", **fields: Any) -> Settled:
             try:
@@ -200,7 +201,7 @@ class EffectActivities:
             return _from_record(settled.record, f"invalid arguments: {err}")
 
         try:
-            receipt = await self._execute(target, call, payload)
+            receipt = await self._execute(target, call, payload, faults)
         except TargetConflictError as err:
             settled = await settle(EffectStatus.CONFLICT, error=str(err))
             return _from_record(settled.record, f"conflict at the target: {err}")
@@ -223,7 +224,7 @@ class EffectActivities:
             # The next attempt reconciles with the target before it sends anything.
             raise ApplicationError(f"effect outcome unknown: {err}", type="EffectUnknown") from err
 
-        crash_point("after_target_commit")
+        faults.crash("after_target_commit")
         settled = await settle(
             EffectStatus.SUCCEEDED, external_ref=receipt.external_ref,
             receipt={"external_ref": receipt.external_ref, **receipt.details},
@@ -231,16 +232,18 @@ class EffectActivities:
         )  # fmt: skip
         if settled.stale:
             return _from_record(settled.record, "a newer attempt owns this effect")
-        crash_point("after_settle")
+        faults.crash("after_settle")
         return _from_record(settled.record, "committed")
 
-    async def _execute(self, target: Any, call: PreparedCall, payload: dict[str, Any]) -> Committed:
-        if not armed("after_send"):
+    async def _execute(
+        self, target: Any, call: PreparedCall, payload: dict[str, Any], faults: CrashPlan
+    ) -> Committed:
+        if not faults.armed("after_send"):
             result: Committed = await target.execute(call.effect_key, call.request_hash, payload)
             return result
         sending = asyncio.ensure_future(target.execute(call.effect_key, call.request_hash, payload))
         await asyncio.sleep(0.2)  # the request is on the wire; die before reading the answer
-        crash_point("after_send")
+        faults.crash("after_send")
         result = await sending
         return result
 
