@@ -1507,7 +1507,6 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             await stack.start_target()
         if "overhead" in only:  # the e2e phase starts its own server for each rep
             await stack.start_temporal()
-        if "overhead" in only:
             log("phase overhead (in-process worker)")
             details["overhead"] = await bench_overhead(args, stack)
         # Ours and the peer's reps alternate, so both see the same (shared, noisy) machine.

@@ -51,6 +51,9 @@ PASSTHROUGH_MODULES = ("agents", "openai", "definitions", "contracts", "httpx", 
 
 
 def sandbox_runner() -> SandboxedWorkflowRunner:
+    """The workflow runner of every worker; installs, once per process, the compile cache
+    (workers/code_cache.py) and the context-free payload passes (workers/payload_context.py)
+    that make its per-run and per-payload work cheaper."""
     code_cache.install()
     payload_context.install()
     return SandboxedWorkflowRunner(
