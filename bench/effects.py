@@ -365,8 +365,9 @@ def stop_process(proc: subprocess.Popen[bytes] | None, grace: float) -> None:
 
 
 class Stack:
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, server_dc: list[str] | None = None) -> None:
         self.workdir = workdir
+        self.server_dc = list(server_dc or [])
         self.pg: Any = None
         self.pg_pid: int | None = None
         self.database_url = ""
@@ -423,6 +424,7 @@ class Stack:
                 *("--ip", "127.0.0.1", "--db-filename", str(db)),
                 *("--port", str(port), "--ui-port", str(ui), "--http-port", str(http)),
                 *("--metrics-port", str(metrics), "--log-level", "error", *dev_server_args()),
+                *(a for value in self.server_dc for a in ("--dynamic-config-value", value)),
             ],
             self.workdir / "temporal-dev.log",
         )
@@ -1341,6 +1343,7 @@ async def peer_rep(
         "1",
         "--settle-max",
         str(args.settle_max),
+        *(a for value in args.server_dc for a in ("--server-dc", value)),
     ]
     log(f"peer ({tool} tool) rep {rep + 1}/{args.reps}: {' '.join(cmd[1:])}")
     env = dict(os.environ, TMPDIR=str(tmp), OPENAI_AGENTS_DISABLE_TRACING="1", **extra_env)
@@ -1472,6 +1475,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             "turns": args.turns,
             "reps": args.reps,
             "e2e_agent": args.e2e_agent,
+            "server_dc": args.server_dc,
         },
         "machine": {
             "cpus": os.cpu_count(),
@@ -1487,7 +1491,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
     }
     details: dict[str, Any] = {}
-    stack = Stack(workdir)
+    stack = Stack(workdir, args.server_dc)
     from workers.logs import configure_logging
 
     # The worker's logging (structlog JSON) for what runs in this process (the dispatch
@@ -1687,6 +1691,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=[E2E_AGENT_NAME, "notes-writer"],
         default=E2E_AGENT_NAME,
         help="our e2e agent: publish_note alone (as the peer's one tool) or the built-in three",
+    )
+    ap.add_argument(
+        "--server-dc",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a --dynamic-config-value for every dev server, ours and the peer's (repeatable)",
     )
     ap.add_argument("--peer-python", help="python of a venv with the peer packages")
     ap.add_argument(

@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 # ruff: noqa
 # fmt: off
-# Copied verbatim from ../shared/bench/peer_baseline.py (our team's own peer-baseline
-# script; its README and reference results are in ../shared/bench/). Only these four
-# comment lines were added; bench/run_overhead.py runs this copy in its own venv.
+# Copied from ../shared/bench/peer_baseline.py (our team's own peer-baseline script; its
+# README and reference results are in ../shared/bench/). Added: these comment lines and
+# --server-dc (dynamic config for the dev server, so bench/effects.py can start the peer's
+# server with the same settings as ours); bench/run_overhead.py runs this copy in its own venv.
 """Peer baseline: OpenAI Agents SDK on Temporal (temporalio-openai-agents), offline.
 
 Self-contained benchmark. It starts and stops its own Temporal dev server
@@ -505,8 +506,9 @@ def find_temporal_bin(explicit: str | None) -> str:
 
 
 class DevServer:
-    def __init__(self, binary: str, workdir: Path, db: str = "file"):
+    def __init__(self, binary: str, workdir: Path, db: str = "file", dc: list[str] | None = None):
         self.binary, self.workdir, self.db = binary, workdir, db
+        self.dc = list(dc or [])
         self.port, self.ui_port, self.http_port, self.metrics_port = free_ports(4)
         self.address = f"127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
@@ -521,6 +523,7 @@ class DevServer:
             "--port", str(self.port), "--ui-port", str(self.ui_port),
             "--http-port", str(self.http_port), "--metrics-port", str(self.metrics_port),
             "--log-level", "error",
+            *(a for value in self.dc for a in ("--dynamic-config-value", value)),
         ]
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         from temporalio.client import Client
@@ -605,7 +608,7 @@ async def bench_temporal(args: argparse.Namespace, workdir: Path) -> dict[str, A
             continue
         sdir = workdir / name
         sdir.mkdir()
-        server = DevServer(binary, sdir, args.server_db)
+        server = DevServer(binary, sdir, args.server_db, args.server_dc)
         worker = WorkerProc("", sdir, unsandboxed)
         try:
             log(f"scenario {name}: starting dev server on {server.address} + worker")
@@ -786,7 +789,7 @@ async def bench_history(args: argparse.Namespace, workdir: Path) -> dict[str, An
     binary = find_temporal_bin(args.temporal_bin)
     sdir = workdir / "history"
     sdir.mkdir()
-    server = DevServer(binary, sdir, args.server_db)
+    server = DevServer(binary, sdir, args.server_db, args.server_dc)
     worker = WorkerProc("", sdir, False)
     sizes, turns_list = list(args.history_bytes), sorted(args.history_turns)
     runs: list[dict[str, Any]] = []
@@ -999,6 +1002,8 @@ def main() -> None:
                     help="also measure temporal_agent with UnsandboxedWorkflowRunner")
     ap.add_argument("--server-db", choices=["file", "memory"], default="file",
                     help="dev server SQLite: on-disk file (default) or in-memory")
+    ap.add_argument("--server-dc", action="append", default=[], metavar="KEY=VALUE",
+                    help="a --dynamic-config-value for the dev server (repeatable)")
     ap.add_argument("--temporal-bin", help="path to the temporal CLI (default: next to python, or PATH)")
     ap.add_argument("--worker", metavar="ADDRESS", help=argparse.SUPPRESS)
     args = ap.parse_args()
