@@ -5,8 +5,10 @@ own copies of the rest."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
+import json
 import os
 import platform
 import random
@@ -21,6 +23,26 @@ from typing import Any
 import psutil
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def dynamic_config_value(text: str) -> str:
+    """argparse type for `--server-dc`: KEY=VALUE with VALUE in JSON, as the dev server
+    wants it, refused here rather than by a server that exits after Postgres is up."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
+    try:
+        json.loads(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: VALUE must be JSON (a string in double quotes)"
+        ) from None
+    return text
+
+
+def dynamic_config_args(values: list[str]) -> list[str]:
+    """`temporal server start-dev` flags for `--server-dc` values."""
+    return [arg for value in values for arg in ("--dynamic-config-value", value)]
 
 
 def log(tag: str, msg: str) -> None:

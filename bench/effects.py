@@ -133,7 +133,7 @@ from _effects_wf import (  # noqa: E402
     PlainWriteResult,
     note_payload,
 )
-from _infra import free_ports  # noqa: E402
+from _infra import dynamic_config_args, dynamic_config_value, free_ports  # noqa: E402
 
 from adapters.targets.base import (  # noqa: E402
     Committed,
@@ -424,7 +424,7 @@ class Stack:
                 *("--ip", "127.0.0.1", "--db-filename", str(db)),
                 *("--port", str(port), "--ui-port", str(ui), "--http-port", str(http)),
                 *("--metrics-port", str(metrics), "--log-level", "error", *dev_server_args()),
-                *(a for value in self.server_dc for a in ("--dynamic-config-value", value)),
+                *dynamic_config_args(self.server_dc),
             ],
             self.workdir / "temporal-dev.log",
         )
@@ -1696,6 +1696,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--server-dc",
         action="append",
         default=[],
+        type=dynamic_config_value,
         metavar="KEY=VALUE",
         help="a --dynamic-config-value for every dev server, ours and the peer's (repeatable)",
     )

@@ -67,7 +67,11 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from _infra import free_ports  # bench/ is the script's own directory on sys.path
+from _infra import (  # bench/ is the script's own directory on sys.path
+    dynamic_config_args,
+    dynamic_config_value,
+    free_ports,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 TASK_QUEUE = "gw-bench-waits"
@@ -329,16 +333,13 @@ class Stack:
         port, ui, http, metrics = free_ports(4)
         self.address = f"127.0.0.1:{port}"
         log(f"starting Temporal dev server on {self.address}")
-        dc: list[str] = []
-        for value in self.server_dc:
-            dc += ["--dynamic-config-value", value]
         self.server = spawn(
             [
                 *(str(temporal_binary()), "server", "start-dev", "--headless"),
                 *("--ip", "127.0.0.1", "--db-filename", str(self.workdir / "t.db")),
                 *("--port", str(port), "--ui-port", str(ui), "--http-port", str(http)),
                 *("--metrics-port", str(metrics), "--log-level", "error", *dev_server_args()),
-                *dc,
+                *dynamic_config_args(self.server_dc),
             ],
             self.workdir / "temporal-dev.log",
         )
@@ -958,6 +959,7 @@ def parse_args() -> argparse.Namespace:
         "--server-dc",
         action="append",
         default=[],
+        type=dynamic_config_value,
         metavar="KEY=VALUE",
         help="a --dynamic-config-value for the dev server (repeatable)",
     )
