@@ -18,8 +18,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.ledger import EffectLedger
 from adapters.migrate import migrate
-from contracts.search_attributes import dev_server_args
 from workers.binaries import temporal_binary
+from workers.dev_server import embedded_dev_server_args
 
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 
@@ -80,7 +80,7 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_binary()),
         data_converter=pydantic_data_converter,
-        dev_server_extra_args=[*dev_server_args(), "--log-level", "error"],
+        dev_server_extra_args=[*embedded_dev_server_args(), "--log-level", "error"],
     )
     try:
         yield env

@@ -20,8 +20,8 @@ import psutil
 import structlog
 
 from adapters.migrate import migrate
-from contracts.search_attributes import dev_server_args
 from workers.binaries import temporal_binary
+from workers.dev_server import embedded_dev_server_args
 from workers.endpoints import read_state
 from workers.settings import Settings, write_local_defaults
 
@@ -114,7 +114,7 @@ def _start_temporal(settings: Settings, logs: Path) -> tuple[subprocess.Popen[by
         settings.temporal_namespace,
         "--log-level",
         "warn",
-        *dev_server_args(),
+        *embedded_dev_server_args(),
     ]
     with log_file.open("ab") as out:
         process = subprocess.Popen(

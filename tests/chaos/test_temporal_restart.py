@@ -27,7 +27,6 @@ from temporalio.client import Client
 from adapters.ledger import EffectLedger
 from contracts.effects import EffectStatus
 from contracts.run import ActivityTimeouts, RunResult
-from contracts.search_attributes import dev_server_args
 from definitions.notes_writer import note_effect_key
 from tests.chaos.evidence import assert_one_http_effect, log_events
 from tests.helpers import (
@@ -41,6 +40,7 @@ from tests.helpers import (
 )
 from workers.binaries import temporal_binary
 from workers.client import connect
+from workers.dev_server import embedded_dev_server_args
 
 
 class DevServer:
@@ -53,7 +53,7 @@ class DevServer:
             str(temporal_binary()), "server", "start-dev", "--headless",
             "--ip", "127.0.0.1", "--db-filename", str(workdir / "temporal.db"),
             "--port", str(self.port), "--http-port", str(free_port()),
-            "--metrics-port", str(free_port()), "--log-level", "error", *dev_server_args(),
+            "--metrics-port", str(free_port()), "--log-level", "error", *embedded_dev_server_args(),
         ]  # fmt: skip
         self._log = workdir / "temporal.log"
         self._process: subprocess.Popen[bytes] | None = None

@@ -16,11 +16,11 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.approvals import ApprovalStore
 from contracts.approvals import ApprovalStatus
 from contracts.run import RunState
-from contracts.search_attributes import dev_server_args
 from contracts.status import FailureReason, RunStatus
 from definitions.notes_writer import note_effect_key
 from tests.helpers import running_worker, spec, start, write_script
 from workers.binaries import temporal_binary
+from workers.dev_server import embedded_dev_server_args
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ async def skipping_env() -> AsyncIterator[WorkflowEnvironment]:
         dev_server_existing_path=str(temporal_binary()),
         data_converter=pydantic_data_converter,
         dev_server_extra_args=[
-            *dev_server_args(), "--log-level", "error",
+            *embedded_dev_server_args(), "--log-level", "error",
             "--dynamic-config-value", "frontend.WorkflowTimeSkippingEnabled=true",
         ],
     )  # fmt: skip
