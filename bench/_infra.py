@@ -45,6 +45,75 @@ def dynamic_config_args(values: list[str]) -> list[str]:
     return [arg for value in values for arg in ("--dynamic-config-value", value)]
 
 
+def history_shape(events: list[Any]) -> dict[str, Any]:
+    """What one run asks the server to store: events by type, protobuf bytes, the largest.
+
+    Shared with bench/peer_baseline.py (which runs in the peer's venv), so both sides of a
+    comparison are counted by the same code."""
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.api.history.v1 import History
+
+    by_type: dict[str, int] = {}
+    bytes_by_type: dict[str, int] = {}
+    sized: list[tuple[int, str]] = []
+    for ev in events:
+        name = EventType.Name(ev.event_type).removeprefix("EVENT_TYPE_")
+        by_type[name] = by_type.get(name, 0) + 1
+        bytes_by_type[name] = bytes_by_type.get(name, 0) + ev.ByteSize()
+        sized.append((ev.ByteSize(), name))
+    sized.sort(reverse=True)
+    return {
+        "events": len(events),
+        "history_bytes": History(events=events).ByteSize(),
+        "events_by_type": dict(sorted(by_type.items())),
+        "bytes_by_type": dict(sorted(bytes_by_type.items())),
+        "largest_events": [f"{name}={size}" for size, name in sized[:3]],
+    }
+
+
+def history_spans(histories: list[list[Any]]) -> dict[str, Any]:
+    """Where a run's wall time goes, from the server's own event times, over several runs:
+    p50 ms of each workflow task's and activity's schedule->start and start->close, and of
+    a run's span. Same code for ours and the peer's (bench/peer_baseline.py)."""
+    from temporalio.api.enums.v1 import EventType
+
+    spans: dict[str, list[float]] = {
+        "wft_schedule_to_start": [],
+        "wft_start_to_complete": [],
+        "activity_schedule_to_start": [],
+        "activity_start_to_close": [],
+        "run": [],
+    }
+    for events in histories:
+        at = {ev.event_id: ev.event_time.ToMicroseconds() / 1000 for ev in events}
+        for ev in events:
+            t = at[ev.event_id]
+            if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+                a = ev.workflow_task_started_event_attributes
+                spans["wft_schedule_to_start"].append(t - at[a.scheduled_event_id])
+            elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+                a = ev.workflow_task_completed_event_attributes
+                spans["wft_start_to_complete"].append(t - at[a.started_event_id])
+            elif ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                a = ev.activity_task_started_event_attributes
+                spans["activity_schedule_to_start"].append(t - at[a.scheduled_event_id])
+            elif ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+                a = ev.activity_task_completed_event_attributes
+                spans["activity_start_to_close"].append(t - at[a.started_event_id])
+        if events:
+            spans["run"].append(at[events[-1].event_id] - at[events[0].event_id])
+
+    def p50(values: list[float]) -> float | None:
+        ordered = sorted(values)
+        return round(ordered[len(ordered) // 2], 3) if ordered else None
+
+    return {
+        "runs": len(histories),
+        "p50_ms": {name: p50(values) for name, values in spans.items()},
+        "n": {name: len(values) for name, values in spans.items()},
+    }
+
+
 def log(tag: str, msg: str) -> None:
     print(f"[{tag} {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 

@@ -133,7 +133,13 @@ from _effects_wf import (  # noqa: E402
     PlainWriteResult,
     note_payload,
 )
-from _infra import dynamic_config_args, dynamic_config_value, free_ports  # noqa: E402
+from _infra import (  # noqa: E402
+    dynamic_config_args,
+    dynamic_config_value,
+    free_ports,
+    history_shape,
+    history_spans,
+)
 
 from adapters.targets.base import (  # noqa: E402
     Committed,
@@ -154,6 +160,8 @@ PEER_PACKAGES = [
 ]
 TQ_OVERHEAD = "gw-bench-effects-overhead"
 TQ_E2E = "gw-bench-effects-e2e"
+SPAN_RUNS = 20
+"""Runs of the last e2e rep whose histories give details.e2e.history_spans."""
 E2E_AGENT_NAME = "note-publisher"
 E2E_AGENT_PATH = "bench._e2e_agent:build_agent"
 """Loaded by the e2e worker as GROUNDWORK_AGENTS; the worker's cwd is the repository."""
@@ -1239,10 +1247,20 @@ class E2EBench:
         # The last rep's server holds only its own runs.
         handle = self.client.get_workflow_handle(f"run-e2e-{tag}-r{len(reps) - 1}-0")
         acts: dict[str, int] = {}
-        async for ev in handle.fetch_history_events():
+        history = [ev async for ev in handle.fetch_history_events()]
+        for ev in history:
             if ev.HasField("activity_task_scheduled_event_attributes"):
                 a = ev.activity_task_scheduled_event_attributes.activity_type.name
                 acts[a] = acts.get(a, 0) + 1
+        loaded = [  # the last rep's first runs: where their wall time went
+            [
+                ev
+                async for ev in self.client.get_workflow_handle(
+                    f"run-e2e-{tag}-r{len(reps) - 1}-{i}"
+                ).fetch_history_events()
+            ]
+            for i in range(min(SPAN_RUNS, self.args.e2e_runs))
+        ]
         expected_effects = self.completed * (k - 1)
         keys = ("runs_per_s", "tool_turns_per_s", "p50_ms", "p95_ms")
         cpu_keys = list(reps[0]["cpu_ms_per_run"])
@@ -1257,6 +1275,8 @@ class E2EBench:
             "cpu_ms_per_tool_turn": r3((cpu_run["total"] or 0.0) / (k - 1)),
             "others_cores": r3(med([r["machine"]["others_cores"] for r in reps])),
             "activities_per_run": acts,
+            "history_one_run": history_shape(history),
+            "history_spans": history_spans(loaded),
             "check": {
                 "runs_completed": self.completed,
                 "expected_effects": expected_effects,
@@ -1377,6 +1397,8 @@ async def peer_rep(
     one = dict(s["reps"][0])
     one["tool_turns_per_s"] = r3(one["runs_per_s"] * (args.turns - 1))
     one["activities_per_run"] = s.get("activities_per_run")
+    one["history_one_run"] = s.get("history_one_run")
+    one["history_spans"] = s.get("history_spans")
     one["versions"] = raw.get("versions")
     one["script"] = str(script.relative_to(REPO) if script.is_relative_to(REPO) else script)
     return one
@@ -1433,9 +1455,16 @@ def summarise_peer(
         "cpu_ms_per_run": cpu_run,
         "cpu_ms_per_tool_turn": r3((cpu_run.get("total") or 0.0) / (k - 1)),
         "activities_per_run": reps[0].get("activities_per_run"),
+        "history_one_run": reps[-1].get("history_one_run"),
+        "history_spans": reps[-1].get("history_spans"),
         "versions": reps[0].get("versions"),
         "reps": [
-            {key: v for key, v in r.items() if key not in ("versions", "script")} for r in reps
+            {
+                key: v
+                for key, v in r.items()
+                if key not in ("versions", "script", "history_one_run", "history_spans")
+            }
+            for r in reps
         ],
     }
 

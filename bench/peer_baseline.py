@@ -99,6 +99,8 @@ from temporalio import activity, workflow
 from temporalio.openai_agents import workflow as oa_workflow
 
 TASK_QUEUE = "peer-baseline"
+SPAN_RUNS = 20
+"""Runs whose histories give the span breakdown (history_spans)."""
 
 # --------------------------------------------------------------------------
 # Scripted offline model (agents.models.interface.Model)
@@ -638,10 +640,20 @@ async def bench_temporal(args: argparse.Namespace, workdir: Path) -> dict[str, A
             # count activities in one run's history (sanity check of the scenario)
             h = client.get_workflow_handle(f"{name}-s0-{run_tag}-0")
             acts = []
-            async for ev in h.fetch_history_events():
+            events = [ev async for ev in h.fetch_history_events()]
+            for ev in events:
                 if ev.HasField("activity_task_scheduled_event_attributes"):
                     acts.append(ev.activity_task_scheduled_event_attributes.activity_type.name)
             out[name]["activities_per_run"] = {a: acts.count(a) for a in sorted(set(acts))}
+            from _infra import history_shape, history_spans  # bench/ is on sys.path (a script)
+
+            out[name]["history_one_run"] = history_shape(events)
+            loaded = [  # the last loaded rep's first runs, as bench/effects.py reads ours
+                [ev async for ev in client.get_workflow_handle(
+                    f"{name}-r{args.reps - 1}-{run_tag}-{i}").fetch_history_events()]
+                for i in range(min(SPAN_RUNS, args.runs))
+            ]
+            out[name]["history_spans"] = history_spans(loaded)
         finally:
             await worker.stop()
             server.stop()
