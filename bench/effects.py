@@ -68,6 +68,11 @@ peer_tool_turns_per_s
     way: runs/s x (K-1). Our reps and the peer's alternate (one peer invocation per rep, each
     with its own dev server, worker and warm-up), so both sides see the same machine load.
 
+    Beside both: details.e2e / details.peer .history_one_run (one run's events and protobuf
+    bytes by type) and .history_spans (p50 ms of workflow-task and activity schedule->start
+    and start->close, over the last rep's first 20 runs), read by the same code for both
+    sides (bench/_infra.py), to say where a difference in throughput comes from.
+
 peer_string_tool_turns_per_s
     The same scenario with peer_baseline.py's own tool, which returns a string and touches
     nothing (the figure earlier runs compared against; --peer-tool picks http, string or both).
