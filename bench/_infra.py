@@ -12,10 +12,12 @@ import json
 import os
 import platform
 import random
+import re
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import warnings
 from pathlib import Path
 from typing import Any
@@ -111,6 +113,35 @@ def history_spans(histories: list[list[Any]]) -> dict[str, Any]:
         "runs": len(histories),
         "p50_ms": {name: p50(values) for name, values in spans.items()},
         "n": {name: len(values) for name, values in spans.items()},
+    }
+
+
+async def server_rpcs(metrics_port: int) -> dict[str, float]:
+    """The dev server's request counters (Prometheus text at --metrics-port): frontend RPCs
+    (from clients and workers) by operation, and the internal history/matching requests in
+    total. Counters since the server started: take two and subtract."""
+    url = f"http://127.0.0.1:{metrics_port}/metrics"
+    text = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=10).read().decode())
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("service_requests{"):
+            continue
+        op = re.search(r'operation="([^"]+)"', line)
+        service = re.search(r'service_name="([^"]+)"', line)
+        if not op or not service:
+            continue
+        name = service.group(1)
+        key = f"frontend.{op.group(1)}" if name == "frontend" else f"{name}.total"
+        out[key] = out.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def rpcs_per_run(before: dict[str, float], after: dict[str, float], runs: int) -> dict[str, float]:
+    """What the server was asked per run between two server_rpcs readings."""
+    return {
+        key: round((after.get(key, 0.0) - before.get(key, 0.0)) / runs, 3)
+        for key in sorted(set(after) | set(before))
+        if after.get(key, 0.0) - before.get(key, 0.0) > 0
     }
 
 

@@ -70,8 +70,10 @@ peer_tool_turns_per_s
 
     Beside both: details.e2e / details.peer .history_one_run (one run's events and protobuf
     bytes by type) and .history_spans (p50 ms of workflow-task and activity schedule->start
-    and start->close, over the last rep's first 20 runs), read by the same code for both
-    sides (bench/_infra.py), to say where a difference in throughput comes from.
+    and start->close, over the last rep's first 20 runs) and .server_rpcs_per_run (the dev
+    server's request counters from its metrics port, per run of the loaded reps, median),
+    read by the same code for both sides (bench/_infra.py), to say where a difference in
+    throughput comes from.
 
 peer_string_tool_turns_per_s
     The same scenario with peer_baseline.py's own tool, which returns a string and touches
@@ -144,6 +146,8 @@ from _infra import (  # noqa: E402
     free_ports,
     history_shape,
     history_spans,
+    rpcs_per_run,
+    server_rpcs,
 )
 
 from adapters.targets.base import (  # noqa: E402
@@ -388,6 +392,7 @@ class Stack:
         self.target_url = ""
         self.server: subprocess.Popen[bytes] | None = None
         self.address = ""
+        self.metrics_port = 0
         self.worker: subprocess.Popen[bytes] | None = None
         self.servers_started = 0
 
@@ -428,6 +433,7 @@ class Stack:
 
         port, ui, http, metrics = free_ports(4)
         self.address = f"127.0.0.1:{port}"
+        self.metrics_port = metrics
         self.servers_started += 1
         db = self.workdir / f"temporal-{self.servers_started}.db"  # each start: an empty one
         log(f"starting Temporal dev server on {self.address}")
@@ -1219,9 +1225,13 @@ class E2EBench:
         assert cpu is not None
         runs = self.factory(f"r{rep}", args.e2e_runs)
         waited = await cpu.wait_quiet(1.0, args.settle_max)
+        before = await server_rpcs(self.stack.metrics_port)
         cpu.start()
         load = await run_load(runs, args.e2e_runs, E2E_CONCURRENCY)
         used, machine = cpu.stop()
+        load["server_rpcs_per_run"] = rpcs_per_run(
+            before, await server_rpcs(self.stack.metrics_port), args.e2e_runs
+        )
         load["tool_turns_per_s"] = r3(load["runs_per_s"] * (self.k - 1))
         load["cpu_ms_per_run"] = {key: r3(v * 1000 / args.e2e_runs) for key, v in used.items()}
         load["cpu_ms_per_run"]["total"] = r3(sum(used.values()) * 1000 / args.e2e_runs)
@@ -1278,6 +1288,7 @@ class E2EBench:
             **{key: r3(med([r[key] for r in reps])) for key in keys},
             "cpu_ms_per_run": cpu_run,
             "cpu_ms_per_tool_turn": r3((cpu_run["total"] or 0.0) / (k - 1)),
+            "server_rpcs_per_run": median_rpcs(reps),
             "others_cores": r3(med([r["machine"]["others_cores"] for r in reps])),
             "activities_per_run": acts,
             "history_one_run": history_shape(history),
@@ -1435,6 +1446,14 @@ async def peer_target_check(
     }
 
 
+def median_rpcs(reps: list[dict[str, Any]]) -> dict[str, float]:
+    """Per-operation median over the reps of the server's requests per run."""
+    keys = sorted({key for r in reps for key in r.get("server_rpcs_per_run", {})})
+    return {
+        key: r3(med([r.get("server_rpcs_per_run", {}).get(key, 0.0) for r in reps])) for key in keys
+    }
+
+
 def summarise_peer(
     args: argparse.Namespace, reps: list[dict[str, Any]], tool: str
 ) -> dict[str, Any]:
@@ -1459,6 +1478,7 @@ def summarise_peer(
         "p95_ms": r3(med([r["p95_ms"] for r in reps])),
         "cpu_ms_per_run": cpu_run,
         "cpu_ms_per_tool_turn": r3((cpu_run.get("total") or 0.0) / (k - 1)),
+        "server_rpcs_per_run": median_rpcs(reps),
         "activities_per_run": reps[0].get("activities_per_run"),
         "history_one_run": reps[-1].get("history_one_run"),
         "history_spans": reps[-1].get("history_spans"),

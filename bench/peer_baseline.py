@@ -438,8 +438,11 @@ async def measure_scenario(
     args: argparse.Namespace,
     turns: int,
     cpu: CpuMeter | None = None,
+    metrics_port: int | None = None,
 ) -> dict[str, Any]:
     """Warm up, then `reps` x (N runs at concurrency C) and (seq_runs at concurrency 1)."""
+    from _infra import rpcs_per_run, server_rpcs  # bench/ is on sys.path (a script)
+
     await run_load(fn_factory(f"{name}-warm"), max(10, args.concurrency // 2), max(1, args.concurrency // 2))
     reps = []
     for rep in range(args.reps):
@@ -448,12 +451,17 @@ async def measure_scenario(
         seq = await run_load(fn_factory(f"{name}-s{rep}"), args.seq_runs, 1)
         if cpu:
             await cpu.wait_quiet(args.settle, args.settle_max)
+        before = await server_rpcs(metrics_port) if metrics_port else None
+        if cpu:
             cpu.start()
         load = await run_load(fn_factory(f"{name}-r{rep}"), args.runs, args.concurrency)
         if cpu:
             used = cpu.stop()
             load["cpu_ms_per_run"] = {k: r3(v * 1000 / args.runs) for k, v in used.items()}
             load["cpu_ms_per_run"]["total"] = r3(sum(used.values()) * 1000 / args.runs)
+        if metrics_port and before is not None:
+            after = await server_rpcs(metrics_port)
+            load["server_rpcs_per_run"] = rpcs_per_run(before, after, args.runs)
         load["seq_p50_ms"] = seq["p50_ms"]
         load["seq_p95_ms"] = seq["p95_ms"]
         load["settled_s"] = r3(waited)
@@ -636,7 +644,7 @@ async def bench_temporal(args: argparse.Namespace, workdir: Path) -> dict[str, A
 
                 return fn
 
-            out[name] = await measure_scenario(name, factory, args, args.turns, cpu)
+            out[name] = await measure_scenario(name, factory, args, args.turns, cpu, server.metrics_port)
             # count activities in one run's history (sanity check of the scenario)
             h = client.get_workflow_handle(f"{name}-s0-{run_tag}-0")
             acts = []

@@ -40,7 +40,6 @@ import json
 import math
 import os
 import platform
-import re
 import shutil
 import signal
 import statistics
@@ -48,14 +47,17 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
-from _infra import free_ports  # bench/ is the script's own directory on sys.path
+from _infra import (  # bench/ is the script's own directory on sys.path
+    free_ports,
+    rpcs_per_run,
+    server_rpcs,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 PEER_SCRIPT = REPO / "bench" / "peer_baseline.py"
@@ -271,11 +273,7 @@ async def measure(
         load["machine"] = machine
         if probe and before is not None:
             after = await probe()
-            load["server_rpcs_per_run"] = {
-                key: r3((after.get(key, 0.0) - before.get(key, 0.0)) / args.runs)
-                for key in sorted(set(after) | set(before))
-                if after.get(key, 0.0) - before.get(key, 0.0) > 0
-            }
+            load["server_rpcs_per_run"] = rpcs_per_run(before, after, args.runs)
         load["seq_p50_ms"] = seq["p50_ms"]
         load["seq_p95_ms"] = seq["p95_ms"]
         load["settled_s"] = r3(waited)
@@ -462,24 +460,7 @@ class GroundworkStack:
         }
 
     async def server_rpcs(self) -> dict[str, float]:
-        """The dev server's request counters (Prometheus text): frontend RPCs (from clients
-        and workers) by operation, and the internal history/matching requests in total."""
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        text = await asyncio.to_thread(
-            lambda: urllib.request.urlopen(url, timeout=10).read().decode()
-        )
-        out: dict[str, float] = {}
-        for line in text.splitlines():
-            if not line.startswith("service_requests{"):
-                continue
-            op = re.search(r'operation="([^"]+)"', line)
-            service = re.search(r'service_name="([^"]+)"', line)
-            if not op or not service:
-                continue
-            name = service.group(1)
-            key = f"frontend.{op.group(1)}" if name == "frontend" else f"{name}.total"
-            out[key] = out.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
-        return out
+        return await server_rpcs(self.metrics_port)
 
     def stop(self) -> None:
         """Worker first (it drains), then the dev server, then PostgreSQL (and its pgdata)."""
