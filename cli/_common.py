@@ -2,19 +2,40 @@
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from definitions import catalog
 from workers.endpoints import Endpoints, NoStackError, resolve
 from workers.logs import configure_logging
 from workers.settings import Settings
 
-console = Console()
-err_console = Console(stderr=True)
+
+def _console(stderr: bool = False) -> Console:
+    # Rich renders at 80 columns when its stream is not a terminal (a pipe to grep, a log
+    # file), which squeezed effect keys and run ids out of the tables that are the input
+    # to the next command; there COLUMNS, if set, still decides.
+    stream = sys.stderr if stderr else sys.stdout
+    piped = not stream.isatty() and "COLUMNS" not in os.environ
+    return Console(stderr=stderr, width=200 if piped else None)
+
+
+console = _console()
+err_console = _console(stderr=True)
+
+
+def make_table(*headers: str, **options: Any) -> Table:
+    """A table whose cells wrap rather than end in an ellipsis: a key, id or hash in it is
+    always whole, however narrow the terminal. Without headers: two columns, name and value."""
+    out = Table(show_header=bool(headers), **options)
+    for header in headers or ("", ""):
+        out.add_column(header, overflow="fold")
+    return out
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -6,9 +6,8 @@ import json
 
 import typer
 from pydantic import BaseModel
-from rich.table import Table
 
-from cli._common import console, load_agents, settings
+from cli._common import console, load_agents, make_table, settings
 from contracts.run import ApprovalRule, EffectClass
 from definitions import catalog
 
@@ -54,7 +53,7 @@ def list_agents(as_json: bool = typer.Option(False, "--json")) -> None:
     if as_json:
         console.print_json(json.dumps([row.model_dump(mode="json") for row in rows]))
         return
-    table = Table("agent", "source", "tools (effect class, approval)")
+    table = make_table("agent", "source", "tools (effect class, approval)")
     for row in rows:
         tools = ", ".join(
             f"{tool} ({entry.effect_class.value}"

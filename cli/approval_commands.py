@@ -7,12 +7,11 @@ import json
 
 import typer
 from psycopg_pool import AsyncConnectionPool
-from rich.table import Table
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from adapters.approvals import ApprovalStore
-from cli._common import console, endpoints, fail, settings
+from cli._common import console, endpoints, fail, make_table, settings
 from contracts.approvals import ApprovalRequest, DecisionResult, Verdict, signed_decision
 from contracts.run import RunState, workflow_id_for
 from workers.client import connect, update_refusal
@@ -40,7 +39,7 @@ def list_approvals(
     if as_json:
         console.print_json(json.dumps([r.model_dump(mode="json") for r in rows]))
         return
-    table = Table(
+    table = make_table(
         "approval",
         "status",
         "run",
@@ -79,9 +78,7 @@ def _decide(config: Settings, run_id: str, approval_id: str | None, verdict: Ver
             fail(f"run {run_id} has no pending approval (status {state.status.value})")
         if approval_id is not None and approval_id != pending.approval_id:
             fail(f"approval {approval_id} is not pending; the pending one is {pending.approval_id}")
-        table = Table(
-            title=f"{verdict.value} {pending.approval_id}", show_header=False, title_justify="left"
-        )
+        table = make_table(title=f"{verdict.value} {pending.approval_id}", title_justify="left")
         for name in (
             "subject",
             "revision",

@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 from ulid import ULID
 
 from adapters.source_trees import SourceTreeError, package_root, pin_git
-from cli._common import console, fail, settings
+from cli._common import console, fail, make_table, settings
 from cli.progress import describe_event
 from cli.stack_commands import ensure_stack
 from contracts.approvals import ApprovalRequest, DecisionResult, Verdict, signed_decision
@@ -186,7 +185,7 @@ def _describe(kind: str, data: dict[str, Any]) -> str | None:
 
 
 def _show_request(pending: ApprovalRequest, run_id: str) -> None:
-    table = Table(title=f"approval requested {pending.approval_id}", show_header=False)
+    table = make_table(title=f"approval requested {pending.approval_id}")
     for name in ("subject", "revision", "content_hash", "destination", "scope", "effect_key"):
         table.add_row(name, str(getattr(pending, name)))
     console.print(table)

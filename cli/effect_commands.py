@@ -9,17 +9,18 @@ from contextlib import asynccontextmanager
 
 import typer
 from psycopg_pool import AsyncConnectionPool
-from rich.table import Table
 from temporalio.client import WorkflowUpdateFailedError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from adapters.ledger import EffectLedger
-from cli._common import console, endpoints, fail, settings
+from cli._common import console, endpoints, fail, make_table, settings
 from contracts.effects import (
     EffectResolution,
     EffectResolutionResult,
     EffectStatus,
     ResolveEffectInput,
+    answer_after_run_ended,
+    recorded_answer,
 )
 from contracts.run import workflow_id_for
 from workers.client import connect, update_refusal
@@ -73,17 +74,17 @@ def list_effects(
                 )
             )
             return
-        table = Table(
+        listing = make_table(
             "effect key", "status", "tool", "target", "attempt", "external ref", "run", "updated"
         )
         for r in records:
             style = _STYLE.get(r.status, "")
-            table.add_row(
+            listing.add_row(
                 r.effect_key, f"[{style}]{r.status.value}[/{style}]" if style else r.status.value,
                 r.tool_name, r.target, str(r.attempt), r.external_ref or "-", r.run_id,
                 f"{r.updated_at:%Y-%m-%d %H:%M:%S}",
             )  # fmt: skip
-        console.print(table)
+        console.print(listing)
 
     asyncio.run(go())
 
@@ -106,15 +107,15 @@ def show(
             }
             console.print_json(json.dumps(body))
             return
-        table = Table(title=f"effect {effect_key}", show_header=False, title_justify="left")
+        row = make_table(title=f"effect {effect_key}", title_justify="left")
         for name in ("status", "run_id", "tool_name", "target", "effect_class", "attempt", "fence",
                      "external_ref", "request_hash", "last_error", "created_at", "updated_at"):  # fmt: skip
             value = getattr(record, name)
-            table.add_row(name, str(value.value if hasattr(value, "value") else value))
-        table.add_row("request", json.dumps(record.request))
-        table.add_row("receipt", json.dumps(record.receipt))
-        console.print(table)
-        log = Table(
+            row.add_row(name, str(value.value if hasattr(value, "value") else value))
+        row.add_row("request", json.dumps(record.request))
+        row.add_row("receipt", json.dumps(record.receipt))
+        console.print(row)
+        log = make_table(
             "attempt", "fence", "activity attempt", "phase", "outcome", "at", title="attempts"
         )
         for a in attempts:
@@ -129,6 +130,18 @@ def show(
         console.print(log)
 
     asyncio.run(go())
+
+
+async def _after_run_ended(run_id: str, answer: ResolveEffectInput) -> EffectResolutionResult:
+    """The run is gone (ended, or never was): the ledger says whether this answer is the
+    one already recorded, as a retry after a lost response would find; nothing is written."""
+    async with _ledger() as ledger:
+        record = await ledger.get(answer.effect_key)
+        attempts = await ledger.attempts(answer.effect_key) if record else []
+    verdict = answer_after_run_ended(run_id, answer, record, recorded_answer(attempts))
+    if isinstance(verdict, str):
+        fail(f"refused: {verdict}")
+    return verdict
 
 
 @effect_app.command("resolve")
@@ -181,7 +194,13 @@ def resolve(
         except WorkflowUpdateFailedError as err:
             fail(f"refused: {update_refusal(err)}")
         except RPCError as err:
-            fail(f"cannot reach run {run_id!r}: {err.message}")
+            if err.status != RPCStatusCode.NOT_FOUND:
+                fail(f"cannot reach run {run_id!r}: {err.message}")
+            try:  # an update finds no workflow both when it has closed and when there is none
+                await handle.describe()
+            except RPCError as missing:
+                fail(f"no run {run_id!r}: {missing.message}")
+            result = await _after_run_ended(run_id, answer)
         console.print(result.message)
 
     asyncio.run(go())

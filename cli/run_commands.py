@@ -10,12 +10,11 @@ from typing import Any
 import httpx2
 import typer
 from pydantic import ValidationError
-from rich.table import Table
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 from ulid import ULID
 
-from cli._common import console, endpoints, fail, load_agents, settings
+from cli._common import console, endpoints, fail, load_agents, make_table, settings
 from cli.progress import final_state, follow, status_style
 from cli.trigger_client import TriggerClient, endpoint, unreachable
 from contracts.run import RunSpec, workflow_id_for
@@ -155,7 +154,7 @@ def show(
                 )
             )
             return
-        table = Table(title=f"run {run_id}", show_header=False, title_justify="left")
+        table = make_table(title=f"run {run_id}", title_justify="left")
         temporal_status = description.status or WorkflowExecutionStatus.RUNNING
         if state is None:
             table.add_row("Temporal status", temporal_status.name)

@@ -7,10 +7,9 @@ import signal
 import time
 
 import typer
-from rich.table import Table
 
 from adapters.migrate import migrate
-from cli._common import console, endpoints, fail, load_agents, settings
+from cli._common import console, endpoints, fail, load_agents, make_table, settings
 from workers.settings import Settings
 from workers.stack import (
     StackError,
@@ -26,7 +25,7 @@ db_app = typer.Typer(no_args_is_help=True, help="The ledger database.")
 
 
 def _show(state: StackState, config: Settings, title: str) -> None:
-    table = Table(title=title, show_header=False, title_justify="left")
+    table = make_table(title=title, title_justify="left")
     table.add_row("Temporal", state.temporal_address)
     table.add_row("Web UI", state.ui_url or "(external Temporal: its own UI)")
     table.add_row("Postgres", state.database_url)

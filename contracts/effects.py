@@ -154,3 +154,47 @@ class EffectAttempt(BaseModel):
     outcome: str | None
     detail: dict[str, Any]
     at: datetime
+
+
+def recorded_answer(attempts: list[EffectAttempt]) -> ResolveEffectInput | None:
+    """The last human answer the ledger holds for an effect (its `resolve` attempt rows)."""
+    for attempt in reversed(attempts):
+        if attempt.phase == "resolve":
+            return ResolveEffectInput.model_validate(attempt.detail)
+    return None
+
+
+def answer_after_run_ended(
+    run_id: str,
+    asked: ResolveEffectInput,
+    record: EffectRecord | None,
+    recorded: ResolveEffectInput | None,
+) -> EffectResolutionResult | str:
+    """A resolve that reaches a run which has already ended: typically a client retrying
+    after the first answer's response was lost, while the run went on and completed. The
+    recorded result if the ledger holds this very answer (same verdict and ref, as the
+    running workflow judges a repeat), else why it is refused. Nothing is written either way."""
+    key = asked.effect_key
+    if record is None or record.run_id != run_id:
+        return f"run {run_id} has ended and has no effect {key!r}; nothing was changed"
+    if recorded is None:
+        return (
+            f"run {run_id} has ended; effect {key} is {record.status.value} and no one "
+            "resolved it; nothing was changed"
+        )
+    by = f"resolved {recorded.resolution.value} by {recorded.principal}"
+    if recorded.resolution is asked.resolution and recorded.external_ref == asked.external_ref:
+        return EffectResolutionResult(
+            effect_key=key,
+            resolution=recorded.resolution,
+            status=record.status,
+            external_ref=record.external_ref,
+            message=(
+                f"effect {key} was already {by}: ledger {record.status.value}; "
+                f"run {run_id} has ended since"
+            ),
+        )
+    return (
+        f"run {run_id} has ended; effect {key} was {by} (ledger {record.status.value}); "
+        "nothing was changed"
+    )

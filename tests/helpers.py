@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -27,6 +28,19 @@ from workers.settings import Settings
 from workers.worker import build_worker, worker_deps
 
 _PORTS_HANDED_OUT: set[int] = set()
+
+
+def cli_env(**overrides: str) -> dict[str, str]:
+    """The environment for a `python -m cli` subprocess of a test: none of the developer's
+    GROUNDWORK_* or COLUMNS, and an empty GROUNDWORK_HOME of its own, so what `make demo`
+    or `groundwork up` left in the checkout's .groundwork (its local.json names an approver
+    and a default principal) cannot change what a command does."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("GROUNDWORK_") and k != "COLUMNS"
+    }
+    env["GROUNDWORK_HOME"] = tempfile.mkdtemp(prefix="gw-cli-home-")
+    env.update(overrides)
+    return env
 
 
 def free_port() -> int:

@@ -42,6 +42,8 @@ from contracts.effects import (
     EffectResolution,
     EffectResolutionResult,
     ResolveEffectInput,
+    answer_after_run_ended,
+    recorded_answer,
     resolution_problem,
 )
 from contracts.inputs import AgentInput, Caller, InputAccepted, InputKind, InputRecord
@@ -131,7 +133,9 @@ class Control(BaseModel):
 class ControlResult(BaseModel):
     accepted: bool
     message: str
-    input_id: str
+    input_id: str | None
+    """The control input this request was logged as; None when nothing was logged (a
+    resolve_effect repeated after its run ended: the ledger's recorded answer)."""
 
 
 def create_app(
@@ -442,7 +446,11 @@ def create_app(
         body = await read_body(request)
         control: Control = parse(Control, body, request)
         run = await run_state(caller, run_id)
+        if control.action == "resolve_effect":
+            may_resolve(caller)
         if run.status.is_terminal:
+            if control.action == "resolve_effect" and control.effect_key and control.resolution:
+                return await answer_of_ended_run(run_id, control, caller)
             raise ApiError(409, f"run {run_id} has ended ({run.status.value}); nothing was stored")
         handle = temporal.get_workflow_handle(workflow_id_for(run_id))
         # Everything checkable here is checked before anything is written: a refused request
@@ -451,12 +459,6 @@ def create_app(
         decision: ApprovalDecision | None = None
         revoke_target: str | None = None
         if control.action == "resolve_effect":
-            if not set(caller.roles) & set(settings.effect_resolver_roles):
-                raise ApiError(
-                    403,
-                    f"{caller.principal} may not resolve effects: that needs one of the roles "
-                    f"{', '.join(settings.effect_resolver_roles) or '(none configured)'}",
-                )
             if not control.effect_key or control.resolution is None:
                 raise ApiError(422, "resolve_effect needs effect_key and resolution")
             problem = resolution_problem(
@@ -498,6 +500,31 @@ def create_app(
             if err.status == RPCStatusCode.NOT_FOUND:
                 raise ApiError(409, f"run {run_id} has ended: {err.message}") from err
             raise ApiError(503, f"Temporal unavailable: {err.message}") from err
+
+    def may_resolve(caller: Caller) -> None:
+        if not set(caller.roles) & set(settings.effect_resolver_roles):
+            raise ApiError(
+                403,
+                f"{caller.principal} may not resolve effects: that needs one of the roles "
+                f"{', '.join(settings.effect_resolver_roles) or '(none configured)'}",
+            )
+
+    async def answer_of_ended_run(run_id: str, control: Control, caller: Caller) -> ControlResult:
+        """A resolve_effect after its run ended, as a retry whose response was lost sends:
+        200 with the recorded result if the ledger holds this same answer, else 409."""
+        assert control.effect_key is not None
+        assert control.resolution is not None
+        ledger: EffectLedger = state["ledger"]
+        asked = ResolveEffectInput(
+            effect_key=control.effect_key, resolution=control.resolution,
+            external_ref=control.external_ref, principal=caller.principal,
+        )  # fmt: skip
+        record = await ledger.get(asked.effect_key)
+        attempts = await ledger.attempts(asked.effect_key) if record else []
+        verdict = answer_after_run_ended(run_id, asked, record, recorded_answer(attempts))
+        if isinstance(verdict, str):
+            raise ApiError(409, f"refused: {verdict}")
+        return ControlResult(accepted=True, message=verdict.message, input_id=None)
 
     async def _act(
         control: Control, caller: Caller, handle: WorkflowHandle[Any, Any], input_id: str,

@@ -140,18 +140,15 @@ async def test_cli_approve_shows_what_is_approved_and_signs_it(
     target_url: str,
 ) -> None:
     import json
-    import os
     import subprocess
     import sys
 
-    from tests.helpers import ROOT
+    from tests.helpers import ROOT, cli_env
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GROUNDWORK_")}
-    env.update(
+    env = cli_env(
         GROUNDWORK_TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
         GROUNDWORK_DATABASE_URL=migrated_database,
         GROUNDWORK_APPROVERS=json.dumps(APPROVERS),
-        COLUMNS="200",
     )
 
     async def gw(*args: str) -> subprocess.CompletedProcess[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from definitions.notes_writer import note_effect_key
 from tests.helpers import (
     ROOT,
     arm_fault,
+    cli_env,
     running_worker,
     spec,
     start,
@@ -30,14 +30,14 @@ from tests.helpers import (
 
 
 def gw(
-    temporal_env: WorkflowEnvironment, database_url: str, *args: str
+    temporal_env: WorkflowEnvironment, database_url: str, *args: str, columns: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GROUNDWORK_")}
-    env.update(
+    env = cli_env(
         GROUNDWORK_TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
         GROUNDWORK_DATABASE_URL=database_url,
-        COLUMNS="250",
     )
+    if columns is not None:
+        env["COLUMNS"] = columns
     return subprocess.run(
         [sys.executable, "-m", "cli", *args],
         cwd=ROOT,
@@ -74,9 +74,18 @@ async def test_effect_list_and_show(
     assert body["external_ref"]
     assert [a["phase"] for a in body["attempts"]] == ["claim", "settle"]
 
+    # Piped (stdout is not a terminal), the table is not cut to 80 columns: the key is whole
+    # on its line, ready to paste into `effect show`.
     table = gw(temporal_env, migrated_database, "effect", "list", "--status", "succeeded")
     assert table.returncode == 0
-    assert key[:20] in table.stdout
+    assert any(key in line and "succeeded" in line for line in table.stdout.splitlines())
+    # However narrow the terminal, cells wrap; nothing ends in an ellipsis.
+    narrow = gw(
+        temporal_env, migrated_database, "effect", "list", "--run", run.run_id, columns="60"
+    )
+    assert narrow.returncode == 0
+    assert "\u2026" not in narrow.stdout
+    assert key[:4] in narrow.stdout
 
 
 def test_effect_commands_refuse_bad_input(
@@ -179,7 +188,26 @@ async def test_effect_resolve_answers_once_recorded_refuses_a_key_the_run_does_n
     assert target_commits(target_url, key_b) == 0
     attempts = [a.phase for a in await ledger.attempts(key)]
     assert attempts.count("resolve") == 1  # the repeat was one answer, recorded once
-    again = await asyncio.to_thread(
-        gw, temporal_env, migrated_database, "effect", "resolve", run.run_id, key, "--abandon"
+    # After the run ended: the answer the ledger holds is recognised (a client retrying after
+    # a lost response, while the run went on and completed); any other answer is refused with
+    # what the ledger holds; a run that does not exist is named as such. None writes anything.
+    repeat = await asyncio.to_thread(resolve, key_b, "--committed", "--ref", "manual-8")
+    assert repeat.returncode == 0, repeat.stderr
+    assert repeat.stdout.strip() == (
+        f"effect {key_b} was already resolved committed by cli: ledger succeeded; "
+        f"run {run.run_id} has ended since"
     )
+    again = await asyncio.to_thread(resolve, key, "--abandon")
     assert again.returncode == 1, again.stderr
+    assert again.stderr.strip() == (
+        f"error: refused: run {run.run_id} has ended; effect {key} was resolved committed by "
+        "cli (ledger succeeded); nothing was changed"
+    )
+    no_run = await asyncio.to_thread(
+        gw, temporal_env, migrated_database, "effect", "resolve", "no-such-run", key, "--abandon"
+    )
+    assert no_run.returncode == 1
+    assert no_run.stderr.startswith("error: no run 'no-such-run'")
+    for effect_key in (key, key_b):
+        attempts = [a.phase for a in await ledger.attempts(effect_key)]
+        assert attempts.count("resolve") == 1

@@ -22,7 +22,19 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from tests.helpers import ROOT, free_port, running_worker
+from adapters.ledger import EffectLedger
+from contracts.status import RunStatus
+from definitions.notes_writer import note_effect_key
+from tests.helpers import (
+    ROOT,
+    arm_fault,
+    free_port,
+    publish_note_script,
+    running_worker,
+    spec,
+    start,
+    target_commits,
+)
 from tests.integration.test_approvals import APPROVERS
 
 # Generous timeouts: a control waits for the run's update, which waits for activities on a
@@ -569,3 +581,63 @@ async def test_a_run_is_cancelled_over_http_by_who_started_it_or_an_operator(
             )
         )
     assert done["final_output"] is None
+
+
+async def test_resolve_effect_over_http_and_its_repeat_after_the_run_ended(
+    trigger: TriggerProcess, trigger_env: dict[str, str], client: Client, migrated_database: str,
+    target_url: str, tmp_path: Path, ledger: EffectLedger,
+) -> None:  # fmt: skip
+    arguments = {"note_id": f"http-{uuid.uuid4().hex[:8]}", "revision": 1, "content": "lost"}
+    key = note_effect_key(arguments)
+    # The send is lost before the commit and the target cannot answer lookups: nobody knows.
+    arm_fault(target_url, mode="drop_before_commit", times=1, key_prefix=key, method="POST")
+    arm_fault(target_url, mode="lookup_unknown", times=-1, key_prefix=key)
+    run = spec(
+        f"scripted:{publish_note_script(tmp_path, arguments)}", agent="notes-writer", tenant="acme"
+    )
+    controls = f"{trigger.url}/v1/runs/{run.run_id}/controls"
+    answer = {
+        "action": "resolve_effect", "effect_key": key, "resolution": "committed",
+        "external_ref": "manual-9",
+    }  # fmt: skip
+    try:
+        async with _note_worker(client, trigger_env, migrated_database):
+            handle = await start(client, run, trigger_env["GROUNDWORK_TASK_QUEUE"])
+            await _until(
+                lambda: (
+                    http.get(f"{trigger.url}/v1/runs/{run.run_id}", headers=_auth())
+                    .json()
+                    .get("waiting_reason")
+                    == "effect_unknown"
+                ),
+                within_s=60,
+            )
+            resolved = await _control(controls, "tok-ops", answer)
+            assert resolved.status_code == 200, resolved.text
+            assert "ledger succeeded" in resolved.json()["message"]
+            assert resolved.json()["input_id"]
+            result = await handle.result()
+    finally:
+        httpx2.delete(f"{target_url}/faults", timeout=5).raise_for_status()
+    assert result.status is RunStatus.COMPLETED
+    # A client whose response was lost sends the same answer again, after the run ended: the
+    # ledger's recorded answer, 200, nothing logged. Another answer is refused with what the
+    # ledger holds; the role check still comes first.
+    repeat = await _control(controls, "tok-ops", answer)
+    assert repeat.status_code == 200, repeat.text
+    assert repeat.json() == {
+        "accepted": True,
+        "message": f"effect {key} was already resolved committed by olga: ledger succeeded; "
+        f"run {run.run_id} has ended since",
+        "input_id": None,
+    }
+    other = await _control(controls, "tok-ops", {**answer, "resolution": "abandon"})
+    assert other.status_code == 409
+    assert other.json()["error"] == (
+        f"refused: run {run.run_id} has ended; effect {key} was resolved committed by olga "
+        "(ledger succeeded); nothing was changed"
+    )
+    not_an_operator = await _control(controls, "tok-acme", answer)
+    assert not_an_operator.status_code == 403
+    assert [a.phase for a in await ledger.attempts(key)].count("resolve") == 1
+    assert target_commits(target_url, key) == 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +19,16 @@ from contracts.run import EffectClass, RunSpec
 from contracts.status import RunStatus
 from definitions import catalog
 from tests.chaos.evidence import ledger_state
-from tests.helpers import ROOT, spawn_worker, spec, start, stop_worker, target_commits, write_script
+from tests.helpers import (
+    ROOT,
+    cli_env,
+    spawn_worker,
+    spec,
+    start,
+    stop_worker,
+    target_commits,
+    write_script,
+)
 from tests.user_agents import receipt_key
 
 # The catalog name need not be the Agent's own name ("receipt-sender"): runs name the former.
@@ -28,8 +36,7 @@ AGENTS = {"billing-receipts": "tests.user_agents:build_receipt_sender"}
 
 
 def gw(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("GROUNDWORK_")}
-    environment.update(COLUMNS="250", **env)
+    environment = cli_env(**env)
     return subprocess.run(
         [sys.executable, "-m", "cli", *args],
         cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60,
