@@ -77,6 +77,8 @@ class Activator:
                 except Exception as err:  # one bad input must not block the others
                     log.warning("activation_failed", input_id=row["public_id"], error=str(err))
                     outcomes.append((row["cursor"], Disposition.PENDING, [], str(err)))
+            if os.environ.get("GROUNDWORK_CRASH_AT") == "after_activation" and rows:
+                os.kill(os.getpid(), signal.SIGKILL)  # runs started, their inputs not settled
             await self._inputs.settle_many(conn, outcomes)  # one statement for the batch
             return len(rows)
 

@@ -1,4 +1,5 @@
-"""Temporal cancellation ends a run CANCELLED; a run id names one run; a bad workflow id is refused."""
+"""Temporal cancellation ends a run CANCELLED; a run id names one run, running or ended; a bad
+workflow id is refused."""
 
 from __future__ import annotations
 
@@ -57,7 +58,14 @@ async def test_starting_the_same_run_twice_returns_the_same_run(
         first = await start(client, run, task_queue)
         second = await start(client, run, task_queue)
         assert first.result_run_id == second.result_run_id
-        await first.result()
+        result = await first.result()
+        # Once it has ended, starting it again (a trigger activation replayed after a crash,
+        # a client whose first answer was lost) is still that run, not an error, not a new one.
+        third = await start(client, run, task_queue)
+        assert third.result_run_id == first.result_run_id
+        assert await third.result() == result
+        runs = [e async for e in client.list_workflows(f'WorkflowId = "run-{run.run_id}"')]
+    assert len(runs) == 1
 
 
 async def test_workflow_id_must_match_run_id(

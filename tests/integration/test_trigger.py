@@ -505,6 +505,48 @@ async def test_crash_between_commit_and_activation_activates_once_after_restart(
     assert len(listed) == 1
 
 
+async def test_crash_after_activation_settles_on_the_run_it_started_even_once_ended(
+    trigger: TriggerProcess, trigger_env: dict[str, str], client: Client, migrated_database: str,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """The relay dies after starting the run, before the input is settled; the run ends
+    before the relay is back. Activating the input again must find that run (closed, so
+    Temporal refuses its id) and settle on it, not fail and leave the input pending."""
+    trigger.stop()  # it would take the outbox row first: relays share the work by design
+    proc = TriggerProcess(trigger_env, free_port(), tmp_path / "crashing.log")
+    proc.start(GROUNDWORK_CRASH_AT="after_activation")
+    body = _envelope(kind="command", type="lookup.requested", data={"text": "crash after"})
+    try:
+        async with _note_worker(client, trigger_env, migrated_database):
+            accepted = await asyncio.to_thread(
+                http.post, f"{proc.url}/v1/inputs", json=body, headers=_auth()
+            )
+            assert accepted.status_code == 202
+            input_id = accepted.json()["input_id"]
+            assert proc.process is not None
+            await asyncio.to_thread(proc.process.wait, 20)
+            assert proc.process.returncode == -signal.SIGKILL
+            handle = client.get_workflow_handle(f"run-run-of-{input_id}")
+            await handle.result()  # the run it started ends while no relay is up
+        proc.start()  # same database: the outbox row is still pending
+        record = await _until(
+            lambda: (
+                (r := http.get(f"{proc.url}/v1/inputs/{input_id}", headers=_auth()).json())[
+                    "activation_refs"
+                ]
+                and r
+            )
+        )
+    finally:
+        proc.stop()
+        trigger.start()
+    assert record["disposition"] == "ACTIVATE"
+    assert record["activation_refs"][0]["run_id"] == f"run-of-{input_id}"
+    listed = [w async for w in client.list_workflows(f'WorkflowId = "run-run-of-{input_id}"')]
+    assert len(listed) == 1
+    assert "activation_failed" not in (tmp_path / "crashing.log").read_text()
+
+
 def _github(
     trigger: TriggerProcess,
     event: str,
