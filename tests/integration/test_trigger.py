@@ -188,6 +188,19 @@ async def _control(url: str, token: str, body: dict[str, Any]) -> httpx2.Respons
     return await asyncio.to_thread(http.post, url, headers=_auth(token), json=body)
 
 
+async def _activated(service: TriggerProcess, input_id: str) -> dict[str, Any]:
+    """The input's record, once the relay has activated it (it names a run or session)."""
+    record: dict[str, Any] = await _until(
+        lambda: (
+            (r := http.get(f"{service.url}/v1/inputs/{input_id}", headers=_auth()).json())[
+                "activation_refs"
+            ]
+            and r
+        )
+    )
+    return record
+
+
 async def _note_run_waiting_for_approval(
     trigger: TriggerProcess, body: dict[str, Any]
 ) -> tuple[str, dict[str, Any]]:
@@ -196,14 +209,7 @@ async def _note_run_waiting_for_approval(
         http.post, f"{trigger.url}/v1/inputs", json=body, headers=_auth()
     )
     input_id = accepted.json()["input_id"]
-    record = await _until(
-        lambda: (
-            (r := http.get(f"{trigger.url}/v1/inputs/{input_id}", headers=_auth()).json())[
-                "activation_refs"
-            ]
-            and r
-        )
-    )
+    record = await _activated(trigger, input_id)
     run_id = str(record["activation_refs"][0]["run_id"])
     run = await _until(
         lambda: (
@@ -489,14 +495,7 @@ async def test_crash_between_commit_and_activation_activates_once_after_restart(
         proc.process.wait(20)
         assert proc.process.returncode == -signal.SIGKILL
         proc.start()  # same database: the outbox row is still pending
-        record = await _until(
-            lambda: (
-                (r := http.get(f"{proc.url}/v1/inputs/{input_id}", headers=_auth()).json())[
-                    "activation_refs"
-                ]
-                and r
-            )
-        )
+        record = await _activated(proc, input_id)
     finally:
         proc.stop()
         trigger.start()
@@ -529,14 +528,7 @@ async def test_crash_after_activation_settles_on_the_run_it_started_even_once_en
             handle = client.get_workflow_handle(f"run-run-of-{input_id}")
             await handle.result()  # the run it started ends while no relay is up
         proc.start()  # same database: the outbox row is still pending
-        record = await _until(
-            lambda: (
-                (r := http.get(f"{proc.url}/v1/inputs/{input_id}", headers=_auth()).json())[
-                    "activation_refs"
-                ]
-                and r
-            )
-        )
+        record = await _activated(proc, input_id)
     finally:
         proc.stop()
         trigger.start()
