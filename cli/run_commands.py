@@ -18,6 +18,7 @@ from cli._common import console, endpoints, fail, load_agents, make_table, setti
 from cli.progress import final_state, follow, status_style
 from cli.trigger_client import TriggerClient, endpoint, unreachable
 from contracts.run import RunSpec, workflow_id_for
+from contracts.search_attributes import GW_STATUS
 from workers.client import connect
 from workers.run_client import start_run
 from workers.settings import Settings
@@ -191,8 +192,17 @@ def cancel(run_id: str = typer.Argument(...)) -> None:
 
     async def go() -> None:
         client = await _client(config)
+        handle = client.get_workflow_handle(workflow_id_for(run_id))
         try:
-            await client.get_workflow_handle(workflow_id_for(run_id)).cancel()
+            # Temporal takes a cancel request for a closed workflow without complaint; saying
+            # "requested" then would tell the user something is about to stop that has ended.
+            description = await handle.describe()
+            if description.status not in (None, WorkflowExecutionStatus.RUNNING):
+                ended = description.typed_search_attributes.get(GW_STATUS) or (
+                    description.status.name.capitalize()
+                )
+                fail(f"run {run_id} has ended ({ended}); nothing to cancel")
+            await handle.cancel()
         except RPCError as err:
             fail(f"cannot cancel run {run_id!r}: {err.message}")
         console.print(f"cancellation requested for run {run_id}")

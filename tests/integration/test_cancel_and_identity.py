@@ -4,16 +4,19 @@ workflow id is refused."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError, CancelledError
+from temporalio.testing import WorkflowEnvironment
 
 from contracts.run import RunState
 from contracts.search_attributes import GW_STATUS
 from contracts.status import RunStatus
-from tests.helpers import running_worker, spec, start, write_script
+from tests.helpers import ROOT, cli_env, running_worker, spec, start, write_script
 
 
 async def _wait_for_step(handle: object, step: int) -> None:
@@ -80,3 +83,45 @@ async def test_workflow_id_must_match_run_id(
             await handle.result()
     assert isinstance(failure.value.cause, ApplicationError)
     assert "workflow id must be" in str(failure.value.cause)
+
+
+async def test_cli_cancels_a_running_run_and_refuses_an_ended_one(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, migrated_database: str,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    env = cli_env(
+        GROUNDWORK_TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
+        GROUNDWORK_DATABASE_URL=migrated_database,
+    )
+
+    def cancel(run_id: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "cli", "run", "cancel", run_id],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    script = write_script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "produce", "arguments": {"size": 8}}]},
+            {"text": "late", "delay_s": 30},
+        ],
+    )
+    run = spec(f"scripted:{script}", agent="filler")
+    async with running_worker(client, task_queue, migrated_database):
+        handle = await start(client, run, task_queue)
+        await _wait_for_step(handle, 2)
+        requested = await asyncio.to_thread(cancel, run.run_id)
+        assert requested.returncode == 0, requested.stderr
+        assert requested.stdout.strip() == f"cancellation requested for run {run.run_id}"
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+    # Temporal would take a second request without a word; the CLI says the run has ended.
+    again = await asyncio.to_thread(cancel, run.run_id)
+    assert again.returncode == 1
+    assert (
+        again.stderr.strip() == f"error: run {run.run_id} has ended (Cancelled); nothing to cancel"
+    )
+    missing = await asyncio.to_thread(cancel, "no-such-run")
+    assert missing.returncode == 1
+    assert missing.stderr.startswith("error: cannot cancel run 'no-such-run'")
