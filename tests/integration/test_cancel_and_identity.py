@@ -13,7 +13,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.testing import WorkflowEnvironment
 
-from contracts.run import RunState
+from contracts.run import RunSpec, RunState
 from contracts.search_attributes import GW_STATUS
 from contracts.status import RunStatus
 from tests.helpers import ROOT, cli_env, running_worker, spec, start, write_script
@@ -28,9 +28,8 @@ async def _wait_for_step(handle: object, step: int) -> None:
     raise AssertionError(f"run never reached step {step}")
 
 
-async def test_cancel_ends_run_cancelled(
-    client: Client, task_queue: str, migrated_database: str, tmp_path: Path
-) -> None:
+def _slow_run(tmp_path: Path) -> RunSpec:
+    """A run that makes one tool call, then takes 30 s over its answer: time to cancel it."""
     script = write_script(
         tmp_path,
         [
@@ -38,7 +37,13 @@ async def test_cancel_ends_run_cancelled(
             {"text": "late", "delay_s": 30},
         ],
     )
-    run = spec(f"scripted:{script}", agent="filler")
+    return spec(f"scripted:{script}", agent="filler")
+
+
+async def test_cancel_ends_run_cancelled(
+    client: Client, task_queue: str, migrated_database: str, tmp_path: Path
+) -> None:
+    run = _slow_run(tmp_path)
     async with running_worker(client, task_queue, migrated_database):
         handle = await start(client, run, task_queue)
         await _wait_for_step(handle, 2)
@@ -100,14 +105,7 @@ async def test_cli_cancels_a_running_run_and_refuses_an_ended_one(
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
 
-    script = write_script(
-        tmp_path,
-        [
-            {"tool_calls": [{"name": "produce", "arguments": {"size": 8}}]},
-            {"text": "late", "delay_s": 30},
-        ],
-    )
-    run = spec(f"scripted:{script}", agent="filler")
+    run = _slow_run(tmp_path)
     async with running_worker(client, task_queue, migrated_database):
         handle = await start(client, run, task_queue)
         await _wait_for_step(handle, 2)
