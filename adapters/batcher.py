@@ -41,6 +41,9 @@ class Batcher(Generic[Item, Result]):
         self._flushing: set[asyncio.Task[None]] = set()
         self.batches = 0
         """How many multi-item batches ran (for benchmarks and tests)."""
+        self.runs = 0
+        self.items = 0
+        """How many times `run` was called, and with how many items in all (for benchmarks)."""
 
     async def submit(self, item: Item) -> Result:
         if self._busy < self._slots and not self._waiting:
@@ -54,6 +57,8 @@ class Batcher(Generic[Item, Result]):
         return await done
 
     async def _call(self, items: Sequence[Item]) -> Sequence[Result]:
+        self.runs += 1
+        self.items += len(items)
         results = await self._run(items)
         if len(results) != len(items):
             raise RuntimeError(f"batch of {len(items)} returned {len(results)} results")

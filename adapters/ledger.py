@@ -81,20 +81,24 @@ class LedgerError(RuntimeError):
 
 class EffectLedger:
     def __init__(self, pool: AsyncConnectionPool, *, batch_slots: int = 2) -> None:
-        """`batch_slots`: how many claim (and, apart, settle) statements run at once; calls
-        arriving while all are busy go together in the next one (adapters/batcher.py)."""
+        """`batch_slots`: how many ledger statements run at once; claims and settles arriving
+        while all are busy go together, both kinds in one, in the next (adapters/batcher.py).
+        One queue for both kinds rather than one each: under concurrent dispatches its
+        statements carry more items, so fewer round trips and commits per effect."""
         self._pool = pool
-        self._claims: Batcher[dict[str, Any], tuple[Any, ...]] = Batcher(
-            self._claim_rows, every_callers=database_away, slots=batch_slots
-        )
-        self._settles: Batcher[dict[str, Any], tuple[Any, ...]] = Batcher(
-            self._settle_rows, every_callers=database_away, slots=batch_slots
+        self._statements: Batcher[dict[str, Any], tuple[Any, ...]] = Batcher(
+            self._rows, every_callers=database_away, slots=batch_slots
         )
 
     @property
-    def batches(self) -> tuple[int, int]:
-        """How many multi-item (claim, settle) statements ran: for benchmarks and tests."""
-        return self._claims.batches, self._settles.batches
+    def batches(self) -> int:
+        """How many multi-item statements ran: for benchmarks and tests."""
+        return self._statements.batches
+
+    @property
+    def statements(self) -> tuple[int, int]:
+        """How many claim/settle statements ran, and how many items they carried in all."""
+        return self._statements.runs, self._statements.items
 
     async def claim(self, call: PreparedCall, activity_attempt: int) -> Claim:
         """Insert the intent or lock the row, decide, and log the attempt: one transaction.
@@ -102,11 +106,12 @@ class EffectLedger:
         A different request hash on the key -> KeyConflict; a row already succeeded,
         conflicted or waiting for a human -> AlreadySettled; otherwise the row goes to
         `dispatching` with attempt and fence bumped, committed before anything is sent.
-        Concurrent claims may share that transaction (see _claim_rows); each is decided as
-        if it had come alone, and none returns before the transaction has committed.
+        Concurrent claims and settles may share that transaction (see _batch_rows); each is
+        decided as if it had come alone, and none returns before the transaction has committed.
         """
-        row = await self._claims.submit(
+        row = await self._statements.submit(
             {
+                "op": "claim",
                 "effect_key": call.effect_key,
                 "run_id": call.run_id,
                 "tool_name": call.tool_name,
@@ -141,10 +146,11 @@ class EffectLedger:
         """Write the outcome if `fence` still owns the row; append the domain event with it.
 
         A stale fence changes nothing but the attempt log and returns the current row.
-        Concurrent settles may share one transaction, as claims do.
+        Concurrent settles and claims may share one transaction (see _batch_rows).
         """
-        row = await self._settles.submit(
+        row = await self._statements.submit(
             {
+                "op": "settle",
                 "effect_key": effect_key,
                 "fence": fence,
                 "status": status.value,
@@ -158,10 +164,17 @@ class EffectLedger:
         )
         return Settled(_record(row[1:]), stale=bool(row[0]))
 
-    async def _claim_rows(self, items: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    async def _rows(self, items: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        """One row per item, in order: a claim's as groundwork_claim_effect returns it, a
+        settle's as groundwork_settle_effect does. A lone item takes its own function."""
         if len(items) > 1:
-            return await self._batch_rows("groundwork_claim_effects", items)
+            return await self._batch_rows(items)
         (item,) = items
+        if item["op"] == "claim":
+            return await self._claim_row(item)
+        return await self._settle_row(item)
+
+    async def _claim_row(self, item: dict[str, Any]) -> list[tuple[Any, ...]]:
         args = (*(item[k] for k in _CLAIM_ARGS), Jsonb(item["request"]), item["activity_attempt"])
         async with self._pool.connection() as conn, one_statement(conn):
             cur = await conn.execute(
@@ -172,10 +185,7 @@ class EffectLedger:
             raise LedgerError(f"effect {item['effect_key']} vanished during claim")
         return [row]
 
-    async def _settle_rows(self, items: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
-        if len(items) > 1:
-            return await self._batch_rows("groundwork_settle_effects", items)
-        (item,) = items
+    async def _settle_row(self, item: dict[str, Any]) -> list[tuple[Any, ...]]:
         receipt = item["receipt"]
         args = (
             *(item[k] for k in _SETTLE_ARGS),
@@ -196,10 +206,8 @@ class EffectLedger:
             raise LedgerError(f"effect {item['effect_key']} not found at settle")
         return [row]
 
-    async def _batch_rows(
-        self, function: str, items: Sequence[dict[str, Any]]
-    ) -> list[tuple[Any, ...]]:
-        """One statement, one commit for several items; rows come back in item order.
+    async def _batch_rows(self, items: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        """One statement, one commit for several claims and settles; rows in item order.
 
         Sent in effect-key order (stable, so one key's calls keep their arrival order): every
         batch then locks its rows in the same order, and two batches in flight at once cannot
@@ -208,14 +216,18 @@ class EffectLedger:
         order = sorted(range(len(items)), key=lambda i: items[i]["effect_key"])
         async with self._pool.connection() as conn, one_statement(conn):
             cur = await conn.execute(
-                f"SELECT * FROM {function}(%s)", (Jsonb([items[i] for i in order]),)
+                "SELECT * FROM groundwork_ledger_batch(%s)", (Jsonb([items[i] for i in order]),)
             )
             rows = await cur.fetchall()
         if [row[0] for row in rows] != list(range(1, len(items) + 1)):
-            raise LedgerError(f"{function}: {len(rows)} rows for {len(items)} items")
+            raise LedgerError(f"ledger batch: {len(rows)} rows for {len(items)} items")
         results: list[tuple[Any, ...]] = [()] * len(items)
         for i, row in zip(order, rows, strict=True):
-            results[i] = tuple(row[1:])
+            # (ord, claim, previous_status, stale, *effect): a claim's row as
+            # groundwork_claim_effect's, a settle's as groundwork_settle_effect's.
+            results[i] = (
+                (row[1], row[2], *row[4:]) if items[i]["op"] == "claim" else (row[3], *row[4:])
+            )
         return results
 
     async def resolve(

@@ -36,9 +36,9 @@ ledger_effects_per_s_c1 / _c8
     asyncio tasks share one psycopg pool of 10 connections (as worker_deps makes it), each
     calling dispatch back to back with a fresh effect key, for --ledger-seconds. Logging is
     configured as in the worker (structlog JSON), written to a file in the temp folder.
-    Claims (and settles) that arrive while both of the ledger's statement slots are busy
-    share the next statement and its commit (adapters/batcher.py); details.ledger.
-    shared_statements counts those batches. A c=1 breakdown reproduces the same sequence by hand (EffectLedger.claim, the activity's
+    Claims and settles that arrive while both of the ledger's statement slots are busy
+    share the next statement and its commit, both kinds in one (adapters/batcher.py);
+    details.ledger.shared_statements counts those batches and the items per statement at c=8. A c=1 breakdown reproduces the same sequence by hand (EffectLedger.claim, the activity's
     own _payload and _execute, EffectLedger.settle(..., domain_event=...)) with a timer per phase.
     The pool is adapters.pool's recent-first one; details.ledger.fifo_c1 / fifo_c8 are the
     same series on psycopg_pool's own longest-idle-first order, in the same reps
@@ -826,8 +826,13 @@ async def bench_ledger(args: argparse.Namespace, stack: Stack, pg_cpu: CpuMeter)
                     # or their CPU is not in its children's times yet.
                     await asyncio.sleep(0.3)
                 else:
-                    r = await (fifo if name.startswith("fifo") else bench).series(callers, secs)
+                    which = fifo if name.startswith("fifo") else bench
+                    runs0, items0 = which.ledger.statements
+                    r = await which.series(callers, secs)
                     n = r["effects"]
+                    runs1, items1 = which.ledger.statements
+                    # Claims and settles per statement (shared ones carry several): 1.0 alone.
+                    r["items_per_statement"] = r3((items1 - items0) / max(1, runs1 - runs0))
                 used, machine = pg_cpu.stop()
                 r["cpu_ms_per_op"] = {k: r3(v * 1000 / max(1, n)) for k, v in used.items()}
                 r["machine"] = machine
@@ -845,9 +850,13 @@ async def bench_ledger(args: argparse.Namespace, stack: Stack, pg_cpu: CpuMeter)
                 "others_cores": r3(med([r["machine"]["others_cores"] for r in rs])),
                 "reps": rs,
             }
-        claims, settles = bench.ledger.batches
-        # How often concurrent calls shared a statement (adapters/batcher.py): 0 at c=1.
-        out["shared_statements"] = {"claim_batches": claims, "settle_batches": settles}
+        # How often concurrent calls shared a statement (adapters/batcher.py): never at c=1.
+        out["shared_statements"] = {
+            "multi_item_statements": bench.ledger.batches,
+            "items_per_statement_c8": r3(
+                med([r["items_per_statement"] for r in reps["ledger_c8"]])
+            ),
+        }
         log("ledger: c=1 breakdown by phase")
         out["breakdown_c1"] = await bench.breakdown(300 if args.quick else 800)
         out["breakdown_c1"]["dispatch_activity_wall_ms_p50"] = out["ledger_c1"]["p50_ms"]

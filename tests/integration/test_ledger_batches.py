@@ -11,15 +11,15 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from adapters.ledger import Claimed, EffectLedger, KeyConflict, LedgerError
+from adapters.ledger import AlreadySettled, Claimed, EffectLedger, KeyConflict, LedgerError
 from contracts.effects import EffectStatus
 from tests.integration.test_ledger import call
 
 
 @pytest.fixture
 def one_slot(ledger_pool: AsyncConnectionPool) -> EffectLedger:
-    """One statement at a time: while the first call is in flight every other one queues, so
-    a gather of N calls is one lone call followed by one batch of N - 1."""
+    """One statement at a time: while the first call is in flight every other one, claim or
+    settle, queues, so a gather of N calls is one lone call followed by one batch of N - 1."""
     return EffectLedger(ledger_pool, batch_slots=1)
 
 
@@ -35,7 +35,7 @@ async def test_concurrent_claims_and_settles_share_a_statement(
     run_id = f"r-{uuid.uuid4()}"
     keys = [f"k-{uuid.uuid4()}" for _ in range(6)]
     claims = await asyncio.gather(*(one_slot.claim(call(k, run_id=run_id), 1) for k in keys))
-    assert one_slot.batches == (1, 0)
+    assert one_slot.batches == 1
     assert all(isinstance(c, Claimed) and c.fence == 1 for c in claims)
     settled = await asyncio.gather(
         *(
@@ -44,7 +44,7 @@ async def test_concurrent_claims_and_settles_share_a_statement(
             for i, k in enumerate(keys)
         )
     )  # fmt: skip
-    assert one_slot.batches == (1, 1)
+    assert one_slot.batches == 2
     assert [s.record.effect_key for s in settled] == keys  # each caller got its own row
     assert all(not s.stale and s.record.status is EffectStatus.SUCCEEDED for s in settled)
     assert [s.record.receipt for s in settled] == [{"n": i} for i in range(len(keys))]
@@ -65,6 +65,45 @@ async def test_concurrent_claims_and_settles_share_a_statement(
     assert dict(phases) == {"claim": 6, "settle": 6}
 
 
+async def test_claims_and_settles_that_arrive_together_share_one_statement(
+    one_slot: EffectLedger, migrated_database: str
+) -> None:
+    run_id = f"r-{uuid.uuid4()}"
+    settling, zombie, fresh = (f"k-{uuid.uuid4()}" for _ in range(3))
+    await one_slot.claim(call(settling, run_id=run_id), 1)
+    await one_slot.claim(call(zombie, run_id=run_id), 1)
+    reclaimed = await one_slot.claim(call(zombie, run_id=run_id), 2)  # fence 2 owns it now
+    assert isinstance(reclaimed, Claimed)
+    assert one_slot.batches == 0
+    opener, done, late, new, again = await asyncio.gather(
+        one_slot.claim(call(f"k-{uuid.uuid4()}", run_id=run_id), 1),  # holds the slot
+        one_slot.settle(settling, 1, EffectStatus.SUCCEEDED, run_id=run_id, activity_attempt=1,
+                        external_ref="ref-1", domain_event="NotePublished"),
+        one_slot.settle(zombie, 1, EffectStatus.SUCCEEDED, run_id=run_id, activity_attempt=1,
+                        external_ref="ref-late", domain_event="NotePublished"),
+        one_slot.claim(call(fresh, run_id=run_id), 1),
+        one_slot.claim(call(settling, run_id=run_id), 2),  # after its settle, in arrival order
+    )  # fmt: skip
+    assert one_slot.batches == 1  # the four after the opener: two settles, two claims
+    assert isinstance(opener, Claimed)
+    assert not done.stale
+    assert done.record.status is EffectStatus.SUCCEEDED
+    assert late.stale  # the re-claim's fence owns the row; the late settle changed nothing
+    assert (late.record.fence, late.record.status) == (2, EffectStatus.DISPATCHING)
+    assert isinstance(new, Claimed)
+    assert new.fence == 1
+    assert isinstance(again, AlreadySettled)  # the settle ahead of it in the batch committed
+    assert again.record.status is EffectStatus.SUCCEEDED
+    events = await one_slot.events(run_id)
+    assert [(e["effect_key"], e["data"]["external_ref"]) for e in events] == [(settling, "ref-1")]
+    outcomes = await _rows(
+        migrated_database,
+        "SELECT outcome FROM effect_attempts WHERE effect_key = %s AND phase = 'settle'",
+        zombie,
+    )
+    assert outcomes == [("stale_fence_rejected",)]
+
+
 async def test_the_same_key_twice_in_a_batch_is_two_claims_in_order(
     one_slot: EffectLedger,
 ) -> None:
@@ -75,7 +114,7 @@ async def test_the_same_key_twice_in_a_batch_is_two_claims_in_order(
         one_slot.claim(call(key, run_id=run_id), 1),
         one_slot.claim(call(key, run_id=run_id), 2),
     )
-    assert one_slot.batches == (1, 0)
+    assert one_slot.batches == 1
     assert isinstance(first, Claimed)
     assert isinstance(second, Claimed)
     assert (first.fence, second.fence) == (1, 2)
@@ -112,7 +151,7 @@ async def test_a_conflict_or_a_missing_row_is_its_own_callers_answer(
                         external_ref="y", domain_event="NotePublished"),
         return_exceptions=True,
     )  # fmt: skip
-    assert one_slot.batches == (1, 1)
+    assert one_slot.batches == 2
     assert isinstance(results[1], LedgerError)
     assert "never-claimed" in str(results[1])
     assert not isinstance(results[2], BaseException)
@@ -134,7 +173,7 @@ async def test_a_receipt_that_is_not_json_fails_only_its_own_settle(
         ),
         return_exceptions=True,
     )  # fmt: skip
-    assert one_slot.batches[1] == 1
+    assert one_slot.batches == 2
     assert isinstance(results[1], TypeError)  # dumped in the worker: nothing reached Postgres
     assert [r.record.receipt for r in (results[0], results[2])] == [{"n": 0}, {"n": 2}]  # type: ignore[union-attr]
     record = await one_slot.get(keys[1])
