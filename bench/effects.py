@@ -38,8 +38,10 @@ ledger_effects_per_s_c1 / _c8
     configured as in the worker (structlog JSON), written to a file in the temp folder.
     Claims and settles that arrive while both of the ledger's statement slots are busy
     share the next statement and its commit, both kinds in one (adapters/batcher.py);
-    details.ledger.shared_statements counts those batches and the items per statement at c=8. A c=1 breakdown reproduces the same sequence by hand (EffectLedger.claim, the activity's
-    own _payload and _execute, EffectLedger.settle(..., domain_event=...)) with a timer per phase.
+    details.ledger.shared_statements counts those batches and the items per statement at
+    c=8. A c=1 breakdown reproduces the same sequence by hand (EffectLedger.claim, the
+    activity's own _payload and _execute, EffectLedger.settle(..., domain_event=...)) with a
+    timer per phase.
     The pool is adapters.pool's recent-first one; details.ledger.fifo_c1 / fifo_c8 are the
     same series on psycopg_pool's own longest-idle-first order, in the same reps
     (ratios.ledger_recent_first_over_fifo_pool).

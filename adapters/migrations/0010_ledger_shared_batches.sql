@@ -2,7 +2,8 @@
 -- kind each is. 0009 batched each kind apart, so under concurrent dispatches up to four
 -- statements ran at once with 1.4 items each on average; one queue for both kinds carries
 -- 2.4 per statement at 8 concurrent dispatches, and the CPU per effect fell by a fifth to
--- a quarter in the worker and in Postgres alike (bench/RESULTS.md, 2026-12-07, 10:58).
+-- a quarter in the dispatching process and in Postgres alike (bench/RESULTS.md,
+-- 2026-12-07, 10:58).
 -- Each item is still decided by the per-effect function of 0008, in the order given, so a
 -- batch means what the same calls made one after another would, and every item is durable
 -- before any caller sees its answer.

@@ -104,6 +104,32 @@ async def test_claims_and_settles_that_arrive_together_share_one_statement(
     assert outcomes == [("stale_fence_rejected",)]
 
 
+async def test_a_failed_mixed_batch_is_rolled_back_whole_and_each_claim_runs_once(
+    one_slot: EffectLedger, migrated_database: str
+) -> None:
+    run_id = f"r-{uuid.uuid4()}"
+    fresh = f"k-{uuid.uuid4()}"
+    # The missing row's settle fails the shared statement, claim included; the claim then
+    # runs alone. Had the failed statement kept its claim, the retry would be a re-claim.
+    _, missing, claimed = await asyncio.gather(
+        one_slot.claim(call(f"k-{uuid.uuid4()}", run_id=run_id), 1),  # holds the slot
+        one_slot.settle("never-claimed", 1, EffectStatus.SUCCEEDED, run_id=run_id,
+                        activity_attempt=1),
+        one_slot.claim(call(fresh, run_id=run_id), 1),
+        return_exceptions=True,
+    )  # fmt: skip
+    assert one_slot.batches == 1
+    assert isinstance(missing, LedgerError)
+    assert isinstance(claimed, Claimed)
+    assert (claimed.fence, claimed.previous_status) == (1, EffectStatus.PREPARED)
+    attempts = await _rows(
+        migrated_database,
+        "SELECT phase, outcome FROM effect_attempts WHERE effect_key = %s",
+        fresh,
+    )
+    assert attempts == [("claim", "dispatching")]
+
+
 async def test_the_same_key_twice_in_a_batch_is_two_claims_in_order(
     one_slot: EffectLedger,
 ) -> None:
