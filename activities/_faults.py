@@ -18,6 +18,9 @@ CRASH_POINTS = (
     "after_target_commit",
     "after_settle",
 )
+SHARED_COMMIT = "after_shared_commit"
+"""Not one dispatch's window but the ledger's: a statement carrying several dispatches'
+claims and settles has committed, and none of its callers has its answer yet."""
 
 
 @dataclass(frozen=True)
@@ -28,14 +31,15 @@ class CrashPlan:
     point: str | None = None
     marker: str | None = None
 
-    def crash(self, name: str) -> None:
+    def crash(self, name: str, detail: str = "") -> None:
+        """SIGKILL here if armed for `name`; the marker records `name` (and `detail`)."""
         if self.point != name or not self.marker:
             return
         try:
             fd = os.open(Path(self.marker), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
             return
-        os.write(fd, name.encode())
+        os.write(fd, f"{name} {detail}".strip().encode())
         os.close(fd)
         os.kill(os.getpid(), signal.SIGKILL)
 

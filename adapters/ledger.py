@@ -5,7 +5,7 @@ Each public method opens its own transaction; the `_txn` twins run inside one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,12 +80,22 @@ class LedgerError(RuntimeError):
 
 
 class EffectLedger:
-    def __init__(self, pool: AsyncConnectionPool, *, batch_slots: int = 2) -> None:
+    def __init__(
+        self,
+        pool: AsyncConnectionPool,
+        *,
+        batch_slots: int = 2,
+        after_shared_commit: Callable[[Sequence[dict[str, Any]]], None] | None = None,
+    ) -> None:
         """`batch_slots`: how many ledger statements run at once; claims and settles arriving
         while all are busy go together, both kinds in one, in the next (adapters/batcher.py).
         One queue for both kinds rather than one each: under concurrent dispatches its
-        statements carry more items, so fewer round trips and commits per effect."""
+        statements carry more items, so fewer round trips and commits per effect.
+
+        `after_shared_commit(items)` runs once such a shared statement has committed, before
+        any of its callers has its answer: the crash point of the fault-injection tests."""
         self._pool = pool
+        self._after_shared_commit = after_shared_commit
         self._statements: Batcher[dict[str, Any], tuple[Any, ...]] = Batcher(
             self._rows, every_callers=database_away, slots=batch_slots
         )
@@ -219,6 +229,8 @@ class EffectLedger:
                 "SELECT * FROM groundwork_ledger_batch(%s)", (Jsonb([items[i] for i in order]),)
             )
             rows = await cur.fetchall()
+        if self._after_shared_commit is not None:
+            self._after_shared_commit([items[i] for i in order])
         if [row[0] for row in rows] != list(range(1, len(items) + 1)):
             raise LedgerError(f"ledger batch: {len(rows)} rows for {len(items)} items")
         results: list[tuple[Any, ...]] = [()] * len(items)

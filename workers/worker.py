@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 import structlog
 from psycopg_pool import AsyncConnectionPool
@@ -17,6 +18,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from activities._faults import SHARED_COMMIT, crash_plan
 from activities.approvals import ApprovalActivities
 from activities.effects import EffectActivities
 from activities.model_turn import ModelTurnActivities
@@ -102,13 +104,26 @@ async def worker_deps(settings: Settings, database_url: str) -> AsyncIterator[Wo
                 pool=pool,
                 router=router,
                 transcripts=TranscriptStore(pool),
-                ledger=EffectLedger(pool),
+                ledger=EffectLedger(pool, after_shared_commit=_shared_commit_crash()),
                 targets=targets,
             )
         finally:
             await targets.close()
     finally:
         await pool.close()
+
+
+def _shared_commit_crash() -> Callable[[Sequence[dict[str, Any]]], None] | None:
+    """The ledger's own crash point, armed like the dispatch's (activities/_faults.py); the
+    marker names the statement's items, so a test knows which callers lost their answer."""
+    plan = crash_plan()
+    if plan.point != SHARED_COMMIT:
+        return None
+
+    def crash(items: Sequence[dict[str, Any]]) -> None:
+        plan.crash(SHARED_COMMIT, " ".join(f"{i['op']}:{i['effect_key']}" for i in items))
+
+    return crash
 
 
 def build_worker(client: Client, task_queue: str, deps: WorkerDeps, settings: Settings) -> Worker:
