@@ -964,6 +964,39 @@ async def _server_spans(
     return out
 
 
+IDLE_GAPS_MS = (0, 5, 20, 50)
+
+
+async def bench_idle_commits(database_url: str, samples: int) -> dict[str, Any]:
+    """How long one fsynced one-row INSERT takes after the connection sat idle 0-50 ms.
+
+    A ledgered call at c=1 commits twice, each after a gap (its claim ~50 ms after the last
+    workflow task on the dev server's grid, its settle after the target call), and on a
+    small VM a commit after an idle gap costs several times a back-to-back one. This puts
+    that cost of the host in the same run as overhead_ms_p50, so the two can be read
+    together. Gaps are visited round-robin, so drift hits each alike.
+    """
+    import psycopg
+
+    lat: dict[int, list[float]] = {gap: [] for gap in IDLE_GAPS_MS}
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as c:
+        await c.execute(
+            "CREATE TABLE IF NOT EXISTS bench_idle_commits (id bigserial PRIMARY KEY, at timestamptz)"
+        )
+        for _ in range(samples):
+            for gap in IDLE_GAPS_MS:
+                if gap:
+                    await asyncio.sleep(gap / 1000)
+                t = time.perf_counter()
+                await c.execute("INSERT INTO bench_idle_commits (at) VALUES (now())")
+                lat[gap].append((time.perf_counter() - t) * 1000)
+    return {
+        "samples": samples,
+        "p50_ms_by_idle_ms": {str(gap): r3(med(v)) for gap, v in lat.items()},
+        "p95_ms_by_idle_ms": {str(gap): r3(pct(v, 0.95)) for gap, v in lat.items()},
+    }
+
+
 async def bench_overhead(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
     from temporalio.worker import Worker
 
@@ -1578,6 +1611,10 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             await stack.start_temporal()
             log("phase overhead (in-process worker)")
             details["overhead"] = await bench_overhead(args, stack)
+            log("phase overhead: Postgres commit latency after idle gaps")
+            details["overhead"]["pg_commit_after_idle"] = await bench_idle_commits(
+                stack.database_url, 40 if args.quick else 100
+            )
         # Ours and the peer's reps alternate, so both see the same (shared, noisy) machine.
         e2e_bench = E2EBench(args, stack) if "e2e" in only else None
         if e2e_bench is not None:
@@ -1716,6 +1753,9 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         "asyncio callers, one psycopg pool of 10, fresh key each; effects/s over the window.",
         "pg_floor": "peer_baseline.py postgres scenario: 8 dedicated connections, BEGIN; INSERT "
         "ON CONFLICT DO NOTHING; UPDATE; COMMIT, same Postgres, same run.",
+        "pg_commit_after_idle": "details.overhead.pg_commit_after_idle: one autocommit INSERT "
+        "on one connection after it sat idle 0, 5, 20 or 50 ms (round-robin), right after the "
+        "overhead pairs, same Postgres: the host's cost of a commit after a gap.",
         "e2e_vs_peer": "tool turns/s = runs/s x (K-1) on both sides; K model turns per run, K-1 "
         "of them call the tool; concurrency 8; ours: note-publisher (one tool, as the peer's "
         "agent; --e2e-agent notes-writer: three), governed publish_note to "
