@@ -27,6 +27,9 @@ overhead_ms_p50 / _p95
     workflow tasks start on a ~50 ms grid, so both spans of a pair mostly land in the same
     slot and its median reads ~0 whatever the ledger costs; the activity span is the figure
     held to the target.
+    details.overhead.pg_commit_after_idle, measured right after the pairs: one autocommit
+    INSERT after the connection sat idle 0, 5, 20 or 50 ms, the host's price of a commit
+    after a gap (each ledgered call pays two).
 
 ledger_effects_per_s_c1 / _c8
     The dispatch path without Temporal: the real `EffectActivities.dispatch` method (claim ->
@@ -970,11 +973,12 @@ IDLE_GAPS_MS = (0, 5, 20, 50)
 async def bench_idle_commits(database_url: str, samples: int) -> dict[str, Any]:
     """How long one fsynced one-row INSERT takes after the connection sat idle 0-50 ms.
 
-    A ledgered call at c=1 commits twice, each after a gap (its claim ~50 ms after the last
-    workflow task on the dev server's grid, its settle after the target call), and on a
-    small VM a commit after an idle gap costs several times a back-to-back one. This puts
-    that cost of the host in the same run as overhead_ms_p50, so the two can be read
-    together. Gaps are visited round-robin, so drift hits each alike.
+    A ledgered call in the overhead pairs commits twice, each after a gap: its claim at
+    least one 50 ms workflow-task step after the previous pair's settle (pairs run one at a
+    time, their order alternating), its settle after the target call. On a small VM a
+    commit after an idle gap costs several times a back-to-back one. This puts that cost of
+    the host in the same run as overhead_ms_p50, so the two can be read together. Gaps are
+    visited round-robin, so drift hits each alike.
     """
     import psycopg
 
