@@ -46,6 +46,12 @@ TOOL_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=30),
     maximum_attempts=5,
 )
+LOCAL_RETRY_THRESHOLD = TOOL_RETRY.initial_interval / 2
+"""Below TOOL_RETRY's first backoff, so a local activity waits out every retry on a workflow
+timer and each attempt is scheduled afresh. Backing off inside the worker instead (the SDK's
+default for waits under a minute) leaves the failed attempt's start_to_close timer running
+in temporalio 1.35's core (sdk-rust issue 1454): it timed the next attempt out at the failed
+attempt's start + start_to_close, and it panics if it fires after the worker has shut down."""
 
 
 class RunAbortedError(Exception):

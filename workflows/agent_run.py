@@ -56,7 +56,7 @@ from workflows._model_stub import (
     WorkflowModel,
     WorkflowModelProvider,
 )
-from workflows._run_base import TOOL_RETRY, RunAbortedError
+from workflows._run_base import LOCAL_RETRY_THRESHOLD, TOOL_RETRY, RunAbortedError
 from workflows._tool_gateway import UngovernableToolError, govern
 from workflows._waits import WaitsMixin
 
@@ -353,6 +353,7 @@ class AgentRunWorkflow(EffectsMixin, WaitsMixin):
             result = await workflow.execute_local_activity(
                 TOOL_CALL_ACTIVITY, call, result_type=ToolCallResult,
                 start_to_close_timeout=timeout, retry_policy=TOOL_RETRY, summary=summary,
+                local_retry_threshold=LOCAL_RETRY_THRESHOLD,
             )  # fmt: skip
         else:
             result = await workflow.execute_activity(

@@ -50,6 +50,10 @@ def _local_activity_types(history: WorkflowHistory) -> list[str]:
     return types
 
 
+def _timers(history: WorkflowHistory) -> int:
+    return sum(1 for e in history.events if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED)
+
+
 async def _replays(history: WorkflowHistory) -> None:
     result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
@@ -182,7 +186,10 @@ async def test_a_failing_read_is_retried_with_backoff_and_never_touches_the_ledg
     assert calls[1] - calls[0] >= 0.9, calls
     assert calls[2] - calls[1] >= 1.8, calls
     if execution is ToolExecution.LOCAL:
-        assert _local_activity_types(history) == [TOOL_CALL_ACTIVITY]
+        # Each failed attempt leaves its marker, and each backoff is a workflow timer
+        # (LOCAL_RETRY_THRESHOLD); the worker never backs off on its own.
+        assert _local_activity_types(history) == [TOOL_CALL_ACTIVITY] * 3
+        assert _timers(history) == 2
         assert TOOL_CALL_ACTIVITY not in _scheduled(history)
     else:
         assert _scheduled(history) == [MODEL_TURN_ACTIVITY, TOOL_CALL_ACTIVITY, MODEL_TURN_ACTIVITY]
@@ -194,4 +201,65 @@ async def test_a_failing_read_is_retried_with_backoff_and_never_touches_the_ledg
         assert started == [1, 3, 1]  # the tool call's third attempt is the one recorded
     assert await ledger.list_effects(run_id=run.run_id) == []
     assert await ledger.events(run.run_id) == []
+    await _replays(history)
+
+
+_SLOW_RETRY_CALLS: dict[str, list[float]] = {}
+
+
+def _slow_retry_reader() -> Any:
+    import asyncio
+
+    from agents import Agent, function_tool
+
+    @function_tool(failure_error_function=None)
+    async def slow_retry_lookup(token: str) -> str:
+        """Look a token up; the first call fails at once, the second takes 2.5 s."""
+        calls = _SLOW_RETRY_CALLS.setdefault(token, [])
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            raise ConnectionError("lookup service unavailable (call 1)")
+        await asyncio.sleep(2.5)
+        return f"found {token} on call {len(calls)}"
+
+    return Agent(name="slow-retry-reader", instructions="Look it up.", tools=[slow_retry_lookup])
+
+
+async def test_a_retried_local_read_gets_its_own_start_to_close_budget(
+    client: Client,
+    task_queue: str,
+    migrated_database: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Attempt 2 starts ~1 s after attempt 1 and needs 2.5 s of its 3 s budget. Backing off
+    inside the worker, temporalio 1.35 kept attempt 1's 3 s timer running and timed attempt 2
+    out at ~3 s, so a third call answered (sdk-rust issue 1454); the backoff on a workflow
+    timer (LOCAL_RETRY_THRESHOLD) gives each attempt a budget of its own."""
+    from contracts.run import ActivityTimeouts
+    from definitions import catalog
+
+    monkeypatch.setitem(catalog._loaded, "slow-retry-reader", _slow_retry_reader)
+    token = f"tok-{task_queue[-8:]}"
+    script = write_script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "slow_retry_lookup", "arguments": {"token": token}}]},
+            {"text": "{{last_tool_output}}"},
+        ],
+    )
+    run = spec(
+        f"scripted:{script}",
+        agent="slow-retry-reader",
+        timeouts=ActivityTimeouts(tool_call_s=3.0),
+    )
+    async with running_worker(client, task_queue, migrated_database):
+        handle = await start(client, run, task_queue)
+        result = await handle.result()
+        history = await handle.fetch_history()
+    assert result.status is RunStatus.COMPLETED
+    assert result.final_output == f"found {token} on call 2"
+    assert len(_SLOW_RETRY_CALLS[token]) == 2
+    assert _timers(history) == 1  # the one backoff, as a workflow timer
+    assert _local_activity_types(history) == [TOOL_CALL_ACTIVITY] * 2
     await _replays(history)
