@@ -256,9 +256,36 @@ class CpuMeter:
         return used, machine
 
 
+def cpu_info() -> dict[str, Any]:
+    """Which CPU the VM was given, and how fast one core ran pure Python at the start.
+
+    The same kernel has come up on hosts whose cores differ by more than 2x in CPU time per
+    transaction (bench/RESULTS.md, 2026-12-07 15:45): without this, two runs' absolute
+    figures cannot be told apart from a code change. `python_loop_ms` is the median of five
+    timings of one fixed loop; compare it, not the model name, across runs."""
+    model, mhz = None, None
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and model is None:
+                model = value.strip()
+            elif key.strip() == "cpu MHz" and mhz is None:
+                mhz = round(float(value), 1)
+    timings = []
+    for _ in range(5):
+        t = time.perf_counter()
+        acc = 0
+        for i in range(300_000):
+            acc += i * i % 7
+        timings.append((time.perf_counter() - t) * 1000)
+    timings.sort()
+    return {"model": model, "mhz": mhz, "python_loop_ms": round(timings[2], 2)}
+
+
 def machine() -> dict[str, Any]:
     return {
         "cpus": os.cpu_count(),
+        "cpu": cpu_info(),
         "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
         "mem_total_mb": round(psutil.virtual_memory().total / 2**20),
         "python": platform.python_version(),

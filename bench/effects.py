@@ -146,6 +146,7 @@ from _effects_wf import (  # noqa: E402
     note_payload,
 )
 from _infra import (  # noqa: E402
+    cpu_info,
     dynamic_config_args,
     dynamic_config_value,
     free_ports,
@@ -1581,6 +1582,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         },
         "machine": {
             "cpus": os.cpu_count(),
+            "cpu": cpu_info(),
             "python": platform.python_version(),
             "platform": platform.platform(),
             "loadavg_start": [r3(x) for x in os.getloadavg()],
