@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -127,25 +129,43 @@ def test_as_activity_is_pinned_into_the_policy_snapshot_and_refused_for_governed
         as_activity(governed)  # type: ignore[arg-type]
 
 
-_FLAKY_CALLS: dict[str, list[float]] = {}
-"""token -> monotonic time of each call of flaky_lookup (the worker runs in this process)."""
+_LOOKUP_CALLS: dict[str, list[float]] = {}
+"""token -> monotonic time of each call of `lookup` (the worker runs in this process)."""
 
 
-def _flaky_reader() -> Any:
-    from agents import Agent, function_tool
+def _lookup_reader(failures: int, answer_after_s: float = 0.0) -> Callable[[], Any]:
+    """An agent builder whose one read tool, `lookup`, fails its first `failures` calls for
+    a token at once and answers the next one after `answer_after_s`."""
 
-    # failure_error_function=None: the exception fails the tool call instead of becoming
-    # error text for the model, so Temporal's retry policy decides what happens next.
-    @function_tool(failure_error_function=None)
-    async def flaky_lookup(token: str) -> str:
-        """Look a token up; the first two calls fail."""
-        calls = _FLAKY_CALLS.setdefault(token, [])
-        calls.append(time.monotonic())
-        if len(calls) <= 2:
-            raise ConnectionError(f"lookup service unavailable (call {len(calls)})")
-        return f"found {token} on call {len(calls)}"
+    def build() -> Any:
+        from agents import Agent, function_tool
 
-    return Agent(name="flaky-reader", instructions="Look the token up.", tools=[flaky_lookup])
+        # failure_error_function=None: the exception fails the tool call instead of becoming
+        # error text for the model, so Temporal's retry policy decides what happens next.
+        @function_tool(failure_error_function=None)
+        async def lookup(token: str) -> str:
+            """Look a token up."""
+            calls = _LOOKUP_CALLS.setdefault(token, [])
+            calls.append(time.monotonic())
+            if len(calls) <= failures:
+                raise ConnectionError(f"lookup service unavailable (call {len(calls)})")
+            await asyncio.sleep(answer_after_s)
+            return f"found {token} on call {len(calls)}"
+
+        return Agent(name="lookup-reader", instructions="Look the token up.", tools=[lookup])
+
+    return build
+
+
+def _lookup_script(tmp_path: Path, token: str) -> Path:
+    """One model turn calling `lookup`, then one answering with what it returned."""
+    return write_script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "lookup", "arguments": {"token": token}}]},
+            {"text": "{{last_tool_output}}"},
+        ],
+    )
 
 
 @pytest.mark.parametrize("execution", [ToolExecution.LOCAL, ToolExecution.ACTIVITY])
@@ -160,19 +180,12 @@ async def test_a_failing_read_is_retried_with_backoff_and_never_touches_the_ledg
 ) -> None:
     from definitions import catalog
 
-    monkeypatch.setitem(catalog._loaded, "flaky-reader", _flaky_reader)
+    monkeypatch.setitem(catalog._loaded, "flaky-reader", _lookup_reader(failures=2))
     token = f"tok-{task_queue[-8:]}-{execution.value}"
-    script = write_script(
-        tmp_path,
-        [
-            {"tool_calls": [{"name": "flaky_lookup", "arguments": {"token": token}}]},
-            {"text": "{{last_tool_output}}"},
-        ],
-    )
     run = spec(
-        f"scripted:{script}",
+        f"scripted:{_lookup_script(tmp_path, token)}",
         agent="flaky-reader",
-        policy={"flaky_lookup": ToolPolicy(execution=execution)},
+        policy={"lookup": ToolPolicy(execution=execution)},
     )
     async with running_worker(client, task_queue, migrated_database):
         handle = await start(client, run, task_queue)
@@ -180,7 +193,7 @@ async def test_a_failing_read_is_retried_with_backoff_and_never_touches_the_ledg
         history = await handle.fetch_history()
     assert result.status is RunStatus.COMPLETED
     assert result.final_output == f"found {token} on call 3"
-    calls = _FLAKY_CALLS[token]
+    calls = _LOOKUP_CALLS[token]
     assert len(calls) == 3
     # TOOL_RETRY: 1 s, then doubling. Lower bounds only: the backoff exists and grows.
     assert calls[1] - calls[0] >= 0.9, calls
@@ -204,27 +217,6 @@ async def test_a_failing_read_is_retried_with_backoff_and_never_touches_the_ledg
     await _replays(history)
 
 
-_SLOW_RETRY_CALLS: dict[str, list[float]] = {}
-
-
-def _slow_retry_reader() -> Any:
-    import asyncio
-
-    from agents import Agent, function_tool
-
-    @function_tool(failure_error_function=None)
-    async def slow_retry_lookup(token: str) -> str:
-        """Look a token up; the first call fails at once, the second takes 2.5 s."""
-        calls = _SLOW_RETRY_CALLS.setdefault(token, [])
-        calls.append(time.monotonic())
-        if len(calls) == 1:
-            raise ConnectionError("lookup service unavailable (call 1)")
-        await asyncio.sleep(2.5)
-        return f"found {token} on call {len(calls)}"
-
-    return Agent(name="slow-retry-reader", instructions="Look it up.", tools=[slow_retry_lookup])
-
-
 async def test_a_retried_local_read_gets_its_own_start_to_close_budget(
     client: Client,
     task_queue: str,
@@ -239,17 +231,11 @@ async def test_a_retried_local_read_gets_its_own_start_to_close_budget(
     from contracts.run import ActivityTimeouts
     from definitions import catalog
 
-    monkeypatch.setitem(catalog._loaded, "slow-retry-reader", _slow_retry_reader)
-    token = f"tok-{task_queue[-8:]}"
-    script = write_script(
-        tmp_path,
-        [
-            {"tool_calls": [{"name": "slow_retry_lookup", "arguments": {"token": token}}]},
-            {"text": "{{last_tool_output}}"},
-        ],
-    )
+    reader = _lookup_reader(failures=1, answer_after_s=2.5)
+    monkeypatch.setitem(catalog._loaded, "slow-retry-reader", reader)
+    token = f"tok-{task_queue[-8:]}-slow"
     run = spec(
-        f"scripted:{script}",
+        f"scripted:{_lookup_script(tmp_path, token)}",
         agent="slow-retry-reader",
         timeouts=ActivityTimeouts(tool_call_s=3.0),
     )
@@ -259,7 +245,7 @@ async def test_a_retried_local_read_gets_its_own_start_to_close_budget(
         history = await handle.fetch_history()
     assert result.status is RunStatus.COMPLETED
     assert result.final_output == f"found {token} on call 2"
-    assert len(_SLOW_RETRY_CALLS[token]) == 2
+    assert len(_LOOKUP_CALLS[token]) == 2
     assert _timers(history) == 1  # the one backoff, as a workflow timer
     assert _local_activity_types(history) == [TOOL_CALL_ACTIVITY] * 2
     await _replays(history)
